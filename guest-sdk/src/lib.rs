@@ -1,0 +1,83 @@
+//! Write a preflight check in a few lines of Rust.
+//!
+//! A check is a function from a typed [`Request`] to an [`Outcome`]; [`check!`] turns it into the
+//! `preflight:check/evaluate@0.1.0` export of a WebAssembly component. The SDK deserialises the object and
+//! the configuration into your types, routes panics and logs to the host, and hides `wit-bindgen`.
+//!
+//! ```
+//! use preflight_guest::{Object, Outcome, Request};
+//! use serde::Deserialize;
+//! use std::time::Duration;
+//!
+//! #[derive(Deserialize)]
+//! #[serde(rename_all = "camelCase")]
+//! struct Spec {
+//!     database: String,
+//! }
+//!
+//! fn check(request: Request<Object<Spec>>) -> Outcome {
+//!     if request.object.spec.database.is_empty() {
+//!         return Outcome::requeue_after(Duration::from_secs(600))
+//!             .because("DependencyMissing", "spec.database is not set yet");
+//!     }
+//!     Outcome::proceed()
+//! }
+//!
+//! preflight_guest::check!(check);
+//! ```
+//!
+//! Build with `cargo build --target wasm32-wasip2 --release` and run the result with
+//! `preflight run --check target/wasm32-wasip2/release/my_check.wasm --object object.yaml`.
+//! On the host's own target the same function can be unit-tested with [`testing::evaluate`].
+
+mod log;
+mod object;
+mod outcome;
+mod request;
+#[doc(hidden)]
+pub mod runtime;
+pub mod testing;
+
+pub use log::{debug, error, info, trace, warn};
+pub use object::{Metadata, Object};
+pub use outcome::{IntoOutcome, Outcome};
+pub use request::{Request, Target};
+
+/// The `wit-bindgen` bindings of the `preflight-check` world. Used by [`check!`]; not part of the API.
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "preflight-check",
+        pub_export_macro: true,
+        export_macro_name: "export_preflight_check",
+        default_bindings_module: "preflight_guest::bindings",
+    });
+}
+
+/// Exports `function` as the component's check.
+///
+/// `function` takes a [`Request<T, C>`] for any deserialisable object type `T` and configuration type `C`,
+/// and returns an [`Outcome`] or a `Result<Outcome, E>` with `E: Display` (an `Err` becomes
+/// [`Outcome::error`]). Use it once per crate, at the top level.
+#[macro_export]
+macro_rules! check {
+    ($function:path) => {
+        // Only a WebAssembly build exports the check; natively the function stays a plain Rust function
+        // for unit tests and benchmarks (see `preflight_guest::testing`).
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct PreflightCheckExport;
+
+            impl $crate::bindings::exports::preflight::check::evaluate::Guest for PreflightCheckExport {
+                fn check(
+                    request: $crate::bindings::preflight::check::types::CheckRequest,
+                ) -> $crate::bindings::preflight::check::types::PreflightResult {
+                    $crate::runtime::run(request, $function)
+                }
+            }
+
+            $crate::bindings::export_preflight_check!(PreflightCheckExport with_types_in $crate::bindings);
+        };
+    };
+}

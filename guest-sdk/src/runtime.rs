@@ -1,0 +1,116 @@
+//! The glue between the WIT export and a check function: typed decoding, panic reporting, encoding.
+
+use crate::bindings::preflight::check::types::{CheckRequest, Datetime, PreflightResult};
+use crate::{IntoOutcome, Outcome, Request, Target};
+use serde::de::DeserializeOwned;
+use std::time::{Duration, SystemTime};
+
+/// Runs `function` on a raw request from the host. Called by [`crate::check!`].
+pub fn run<T, C, R>(request: CheckRequest, function: fn(Request<T, C>) -> R) -> PreflightResult
+where
+    T: DeserializeOwned,
+    C: DeserializeOwned,
+    R: IntoOutcome,
+{
+    report_panics_to_host();
+    let target = Target {
+        group: request.target.group,
+        version: request.target.version,
+        kind: request.target.kind,
+        namespace: request.target.namespace,
+        name: request.target.name,
+    };
+    encode(decode_and_call(
+        request.object,
+        &request.config,
+        target,
+        to_system_time(request.now),
+        function,
+    ))
+}
+
+/// Deserialises the object and configuration, then calls `function`; decoding failures become errors.
+pub(crate) fn decode_and_call<T, C, R>(
+    raw_object: String,
+    raw_config: &str,
+    target: Target,
+    now: SystemTime,
+    function: fn(Request<T, C>) -> R,
+) -> Outcome
+where
+    T: DeserializeOwned,
+    C: DeserializeOwned,
+    R: IntoOutcome,
+{
+    let object = match serde_json::from_str(&raw_object) {
+        Ok(object) => object,
+        Err(error) => {
+            return Outcome::error(format!(
+                "the object does not match the check's type: {error}"
+            ))
+            .because("InvalidObject", "");
+        }
+    };
+    let config = match serde_json::from_str(if raw_config.trim().is_empty() {
+        "{}"
+    } else {
+        raw_config
+    }) {
+        Ok(config) => config,
+        Err(error) => {
+            return Outcome::error(format!("invalid check configuration: {error}"))
+                .because("InvalidConfig", "");
+        }
+    };
+    function(Request {
+        object,
+        config,
+        target,
+        now,
+        raw_object,
+    })
+    .into_outcome()
+}
+
+fn encode(outcome: Outcome) -> PreflightResult {
+    PreflightResult {
+        proceed: outcome.proceed,
+        requeue_after_ms: outcome.requeue_after.map(duration_to_ms),
+        error: outcome.error,
+        reason: outcome.reason,
+        message: outcome.message,
+    }
+}
+
+/// Milliseconds, rounded up so that a sub-millisecond delay is not mistaken for "no delay", saturating at u32::MAX.
+fn duration_to_ms(delay: Duration) -> u32 {
+    let ms = delay.as_nanos().div_ceil(1_000_000);
+    u32::try_from(ms).unwrap_or(u32::MAX)
+}
+
+fn to_system_time(now: Datetime) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::new(now.seconds, now.nanoseconds)
+}
+
+/// Sends a panic's message to the host's log at error level before the instance traps, so the host can
+/// quote it; without this the message would go to a stderr the host does not provide.
+fn report_panics_to_host() {
+    std::panic::set_hook(Box::new(|info| {
+        crate::error(&format!("check panicked: {info}"))
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_round_up_to_whole_milliseconds_and_saturate() {
+        assert_eq!(duration_to_ms(Duration::from_micros(1)), 1);
+        assert_eq!(duration_to_ms(Duration::from_millis(1500)), 1500);
+        assert_eq!(
+            duration_to_ms(Duration::from_secs(100 * 24 * 3600)),
+            u32::MAX
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! Run a check function natively, without WebAssembly, for unit tests and benchmarks.
+
+use crate::{IntoOutcome, Outcome, Request, Target, runtime};
+use serde::de::DeserializeOwned;
+use std::time::SystemTime;
+
+/// Evaluates `function` on `object` (JSON) and `config` (JSON, may be empty) exactly as the component would,
+/// including the decoding of both into the function's types.
+pub fn evaluate<T, C, R>(
+    function: fn(Request<T, C>) -> R,
+    object: &str,
+    config: &str,
+    now: SystemTime,
+) -> Outcome
+where
+    T: DeserializeOwned,
+    C: DeserializeOwned,
+    R: IntoOutcome,
+{
+    evaluate_target(function, object, config, target_of(object), now)
+}
+
+/// Like [`evaluate`], with the object's identity given rather than read from the object: exactly the
+/// work the component does per evaluation (copy the object, decode object and configuration, call).
+pub fn evaluate_target<T, C, R>(
+    function: fn(Request<T, C>) -> R,
+    object: &str,
+    config: &str,
+    target: Target,
+    now: SystemTime,
+) -> Outcome
+where
+    T: DeserializeOwned,
+    C: DeserializeOwned,
+    R: IntoOutcome,
+{
+    runtime::decode_and_call(object.to_owned(), config, target, now, function)
+}
+
+/// The identity of `object` read from its apiVersion, kind and metadata, as the host would send it.
+fn target_of(object: &str) -> Target {
+    let value: serde_json::Value = serde_json::from_str(object).unwrap_or_default();
+    let text = |pointer: &str| {
+        value
+            .pointer(pointer)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let api_version = text("/apiVersion");
+    let (group, version) = match api_version.rsplit_once('/') {
+        Some((group, version)) => (group.to_owned(), version.to_owned()),
+        None => (String::new(), api_version),
+    };
+    let namespace = text("/metadata/namespace");
+    Target {
+        group,
+        version,
+        kind: text("/kind"),
+        namespace: (!namespace.is_empty()).then_some(namespace),
+        name: text("/metadata/name"),
+    }
+}

@@ -1,0 +1,151 @@
+//! Command-line interface: argument parsing and dispatch. Each subcommand lives in its own module.
+
+mod bench;
+mod input;
+mod inspect;
+mod run;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Exit status: the check proceeded (or the command succeeded).
+pub const EXIT_PROCEED: u8 = 0;
+/// Exit status: the component is not a usable check (`inspect`).
+pub const EXIT_UNUSABLE: u8 = 1;
+/// Exit status: bad usage or unreadable input.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit status: the check did not proceed.
+pub const EXIT_NOT_PROCEED: u8 = 3;
+/// Exit status: the check returned an error or failed in a contained way (timeout, trap, invalid ...).
+pub const EXIT_FAILED: u8 = 4;
+
+/// Run, inspect and benchmark preflight checks: WebAssembly components that decide whether a Kubernetes
+/// operator may reconcile an object now.
+#[derive(Debug, Parser)]
+#[command(name = "preflight", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Evaluate a check on an object and print the outcome and the controller action it maps to.
+    ///
+    /// Exit status: 0 proceed, 3 not proceed, 4 check error or contained failure, 2 usage or unreadable input.
+    Run(RunArgs),
+    /// Show a component's contract version, imports, exports, size and sha256; fail if it is not a usable check.
+    Inspect(InspectArgs),
+    /// Measure fresh-instance latency (p50/p99) and checks per second with several evaluations in flight.
+    Bench(BenchArgs),
+}
+
+/// The check, the object, and the limits: shared by `run` and `bench`.
+#[derive(Debug, Args)]
+struct Evaluate {
+    /// The check component (.wasm).
+    #[arg(long, value_name = "FILE.wasm")]
+    check: PathBuf,
+    /// The object to check, as YAML or JSON.
+    #[arg(long, value_name = "FILE")]
+    object: PathBuf,
+    /// The check's configuration, as YAML or JSON.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Time limit per evaluation, e.g. 500ms, 2s.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Memory limit per evaluation, e.g. 64MiB.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = input::parse_size)]
+    memory_limit: usize,
+    /// Cap on the size of the result's reason + message + error, e.g. 64KiB.
+    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = input::parse_size)]
+    max_result: usize,
+    /// The time the check sees as "now", RFC 3339 (default: the current time).
+    #[arg(long, value_name = "TIME", value_parser = humantime::parse_rfc3339_weak)]
+    now: Option<std::time::SystemTime>,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    evaluate: Evaluate,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+#[derive(Debug, Args)]
+struct InspectArgs {
+    /// The component (.wasm).
+    #[arg(value_name = "FILE.wasm")]
+    check: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    #[command(flatten)]
+    evaluate: Evaluate,
+    /// Evaluations per phase (one at a time, then concurrently).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    iterations: u32,
+    /// Evaluations in flight in the concurrent phase.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    concurrency: u32,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Aligned text for people.
+    Text,
+    /// One JSON document for scripts.
+    Json,
+}
+
+/// Runs the parsed command and returns the process exit status.
+pub async fn execute(cli: Cli) -> u8 {
+    let result = match cli.command {
+        Command::Run(args) => run::run(args).await,
+        Command::Inspect(args) => inspect::inspect(args),
+        Command::Bench(args) => bench::bench(args).await,
+    };
+    result.unwrap_or_else(|problem| {
+        eprintln!("error: {problem}");
+        problem.exit_status()
+    })
+}
+
+/// A command that could not do its job, with the exit status that says why.
+#[derive(Debug, thiserror::Error)]
+enum Problem {
+    /// Input could not be read or parsed.
+    #[error("{0}")]
+    Input(String),
+    /// The engine could not start.
+    #[error(transparent)]
+    Engine(preflight::Error),
+    /// The component is not a usable check.
+    #[error(transparent)]
+    Unusable(preflight::Error),
+    /// The check failed during a benchmark.
+    #[error("{0}")]
+    CheckFailed(String),
+}
+
+impl Problem {
+    fn exit_status(&self) -> u8 {
+        match self {
+            Self::Input(_) | Self::Engine(_) => EXIT_USAGE,
+            Self::Unusable(_) => EXIT_UNUSABLE,
+            Self::CheckFailed(_) => EXIT_FAILED,
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! Preflight: run WebAssembly-component checks before a Kubernetes operator reconciles.
+//!
+//! The crate is layered so that each layer knows only the one below it:
+//! - the **engine** ([`Engine`], [`Check`], [`Limits`], [`Evaluation`]) loads, validates, compiles and runs
+//!   components under a time, memory and result-size budget, and knows nothing of Kubernetes;
+//! - the **mapping** ([`action`]) is a pure function from check outcomes to the controller's action;
+//! - the **CLI** (`preflight run | inspect | bench`) drives the engine on a laptop.
+
+mod bindings;
+mod check;
+mod digest;
+mod disk_cache;
+mod engine;
+mod error;
+mod guest_state;
+mod imports;
+mod limits;
+pub mod measure;
+mod outcome;
+mod request;
+mod validate;
+
+pub use check::{Check, CheckInfo};
+pub use digest::Digest;
+pub use engine::{Engine, EngineConfig};
+pub use error::Error;
+pub use guest_state::{LogLevel, LogLine};
+pub use limits::Limits;
+pub use outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
+pub use request::{Request, Target};
+pub mod action;

@@ -1,0 +1,33 @@
+//! The budget of one evaluation: wall time, linear memory, and the size of what a check may return.
+
+use std::time::Duration;
+
+/// Limits applied to every evaluation of a check. The defaults suit a check that parses one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock budget, instantiation included; enforced by epoch interruption.
+    pub timeout: Duration,
+    /// Cap on the check's linear memory, in bytes.
+    pub memory_bytes: usize,
+    /// Cap on the bytes of `reason` + `message` + `error` in the result.
+    pub max_result_bytes: usize,
+}
+
+impl Limits {
+    /// 1 s.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+    /// 64 MiB.
+    pub const DEFAULT_MEMORY_BYTES: usize = 64 << 20;
+    /// 64 KiB: a status condition message is at most 32 KiB.
+    pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 << 10;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            timeout: Self::DEFAULT_TIMEOUT,
+            memory_bytes: Self::DEFAULT_MEMORY_BYTES,
+            max_result_bytes: Self::DEFAULT_MAX_RESULT_BYTES,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! What an evaluation produced: the check's verdict, or a classified failure.
+
+use crate::guest_state::LogLine;
+use std::fmt;
+use std::time::Duration;
+
+/// The answer of a check that ran and decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The object may be reconciled now.
+    pub proceed: bool,
+    /// Evaluate again after this delay; `None` when the check gave none (or 0).
+    pub requeue_after: Option<Duration>,
+    /// Machine-readable reason (UpperCamelCase), possibly empty.
+    pub reason: String,
+    /// Human-readable message, possibly empty.
+    pub message: String,
+}
+
+/// How an evaluation failed. The first four are retried with backoff; the last two wait for a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    /// The check returned an error: it could not decide.
+    CheckError,
+    /// The check ran past its time budget.
+    Timeout,
+    /// The check tried to grow its memory past the cap.
+    MemoryLimit,
+    /// The check trapped (a panic, an out-of-bounds access, a stack overflow, ...).
+    Trap,
+    /// The component cannot be used as a check (bad bytes, wrong world or version, unsupported imports).
+    InvalidComponent,
+    /// The check returned something the contract forbids (too large, an invalid reason, contradictions).
+    InvalidResult,
+}
+
+impl FailureKind {
+    /// The short name used in JSON output and metrics: `check`, `timeout`, `memory`, `trap`,
+    /// `invalid-component`, `invalid-result`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::CheckError => "check",
+            Self::Timeout => "timeout",
+            Self::MemoryLimit => "memory",
+            Self::Trap => "trap",
+            Self::InvalidComponent => "invalid-component",
+            Self::InvalidResult => "invalid-result",
+        }
+    }
+
+    /// The condition reason used when the check gave none.
+    pub fn default_reason(self) -> &'static str {
+        match self {
+            Self::CheckError => "CheckError",
+            Self::Timeout => "CheckTimeout",
+            Self::MemoryLimit => "CheckMemoryLimit",
+            Self::Trap => "CheckTrapped",
+            Self::InvalidComponent => "InvalidCheck",
+            Self::InvalidResult => "InvalidCheckResult",
+        }
+    }
+
+    /// Whether trying again may help. An invalid check or result stays invalid until the check changes.
+    pub fn is_retryable(self) -> bool {
+        !matches!(self, Self::InvalidComponent | Self::InvalidResult)
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed evaluation: what kind of failure, the condition reason, and a precise message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The classification.
+    pub kind: FailureKind,
+    /// The condition reason: the check's own for [`FailureKind::CheckError`] when it gave one.
+    pub reason: String,
+    /// What went wrong, for humans.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure of `kind` with its default reason.
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            reason: kind.default_reason().to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.reason, self.kind, self.message)
+    }
+}
+
+/// The outcome of one check on one object.
+pub type CheckOutcome = Result<Verdict, Failure>;
+
+/// One evaluation: its outcome, how long it took, and what the check logged.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// The verdict or the failure.
+    pub outcome: CheckOutcome,
+    /// Wall time from the start of instantiation to the end of the call.
+    pub duration: Duration,
+    /// Lines the check logged, up to the host's cap.
+    pub logs: Vec<LogLine>,
+    /// Lines dropped because the cap was reached.
+    pub logs_dropped: usize,
+}

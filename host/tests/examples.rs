@@ -1,0 +1,365 @@
+//! The example checks, built from source, through the library API and through `preflight run`, on objects
+//! that take every branch.
+
+use preflight::action::{self, Action};
+use preflight::{Engine, EngineConfig, FailureKind, Limits, Request, Target};
+use preflight_test_support::{build_check, check_bytes, fixture};
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+/// Saturday 2026-12-05 12:00 UTC.
+const SATURDAY_NOON: &str = "2026-12-05T12:00:00Z";
+
+fn document(name: &str) -> Value {
+    let text = std::fs::read_to_string(fixture(name)).unwrap();
+    if name.ends_with(".json") {
+        serde_json::from_str(&text).unwrap()
+    } else {
+        serde_norway::from_str(&text).unwrap()
+    }
+}
+
+fn request(object: &str, config: Option<&str>, now: SystemTime) -> Request {
+    let object = document(object);
+    Request {
+        target: Target::of_object(&object),
+        object: object.to_string(),
+        config: config.map_or_else(|| "{}".to_owned(), |name| document(name).to_string()),
+        now,
+    }
+}
+
+fn saturday_noon() -> SystemTime {
+    humantime::parse_rfc3339(SATURDAY_NOON).unwrap()
+}
+
+async fn action_of(package: &str, request: &Request) -> (Action, preflight::CheckOutcome) {
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let check = engine.load(&check_bytes(package)).unwrap();
+    let evaluation = engine.evaluate(&check, request, &Limits::default()).await;
+    (
+        action::decide([&evaluation.outcome], 0).action,
+        evaluation.outcome,
+    )
+}
+
+#[tokio::test]
+async fn dependency_ready_requeues_with_jitter_until_the_dependency_exists() {
+    let config = Some("dependency-ready-config.yaml");
+    let (action, outcome) = action_of(
+        "dependency-ready",
+        &request("app-waiting.yaml", config, SystemTime::now()),
+    )
+    .await;
+    let verdict = outcome.unwrap();
+    assert!(!verdict.proceed);
+    assert_eq!(verdict.reason, "DependencyMissing");
+    assert_eq!(
+        verdict.message,
+        "waiting for redis; checking again every 600 s"
+    );
+    let Action::Requeue(delay) = action else {
+        panic!("expected a requeue, got {action:?}")
+    };
+    assert!(
+        delay >= Duration::from_secs(600) && delay < Duration::from_secs(660),
+        "{delay:?}"
+    );
+
+    let (action, _) = action_of(
+        "dependency-ready",
+        &request("app-ready.yaml", config, SystemTime::now()),
+    )
+    .await;
+    assert_eq!(
+        action,
+        Action::Proceed {
+            recheck_after: None
+        }
+    );
+
+    let (action, outcome) = action_of(
+        "dependency-ready",
+        &request("app-malformed.json", config, SystemTime::now()),
+    )
+    .await;
+    let failure = outcome.unwrap_err();
+    assert_eq!(
+        (failure.kind, failure.reason.as_str()),
+        (FailureKind::CheckError, "InvalidObject")
+    );
+    assert!(
+        failure.message.contains("does not match the check's type"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(action, Action::Backoff(Duration::from_millis(5)));
+}
+
+#[tokio::test]
+async fn maintenance_window_requeues_until_it_opens_and_proceeds_inside() {
+    let config = Some("maintenance-window-config.yaml");
+    let (action, outcome) = action_of(
+        "maintenance-window",
+        &request("app-ready.yaml", config, saturday_noon()),
+    )
+    .await;
+    assert_eq!(outcome.unwrap().reason, "MaintenanceWindowClosed");
+    assert_eq!(action, Action::Requeue(Duration::from_secs(10 * 3600)));
+
+    let one_am = saturday_noon() + Duration::from_secs(13 * 3600);
+    let (action, _) = action_of(
+        "maintenance-window",
+        &request("app-ready.yaml", config, one_am),
+    )
+    .await;
+    assert_eq!(
+        action,
+        Action::Proceed {
+            recheck_after: Some(Duration::from_secs(3600))
+        }
+    );
+
+    let (action, outcome) = action_of(
+        "maintenance-window",
+        &request("app-ready.yaml", None, saturday_noon()),
+    )
+    .await;
+    assert_eq!(outcome.unwrap_err().reason, "InvalidMaintenanceWindow");
+    assert!(matches!(action, Action::Backoff(_)));
+}
+
+#[tokio::test]
+async fn required_metadata_blocks_without_requeue() {
+    let config = Some("required-metadata-config.yaml");
+    let (action, outcome) = action_of(
+        "required-metadata",
+        &request("app-waiting.yaml", config, SystemTime::now()),
+    )
+    .await;
+    assert_eq!(
+        outcome.unwrap().message,
+        "missing annotation(s): example.com/owner"
+    );
+    assert_eq!(action, Action::AwaitChange);
+
+    let (action, _) = action_of(
+        "required-metadata",
+        &request("app-ready.yaml", config, SystemTime::now()),
+    )
+    .await;
+    assert_eq!(
+        action,
+        Action::Proceed {
+            recheck_after: None
+        }
+    );
+}
+
+/// Runs `preflight` and returns its exit status and standard output.
+fn preflight(args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+    )
+}
+
+fn run_json(package: &str, object: &str, config: Option<&str>) -> (i32, Value) {
+    let check = build_check(package);
+    let object = fixture(object);
+    let mut args = vec![
+        "run",
+        "-o",
+        "json",
+        "--now",
+        SATURDAY_NOON,
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        object.to_str().unwrap(),
+    ];
+    let config = config.map(fixture);
+    if let Some(config) = &config {
+        args.extend(["--config", config.to_str().unwrap()]);
+    }
+    let (status, stdout) = preflight(&args);
+    (
+        status,
+        serde_json::from_str(&stdout).unwrap_or_else(|error| panic!("{error}: {stdout}")),
+    )
+}
+
+#[test]
+fn cli_run_reports_every_outcome_with_its_exit_status() {
+    let deps = Some("dependency-ready-config.yaml");
+    let (status, json) = run_json("dependency-ready", "app-waiting.yaml", deps);
+    assert_eq!(status, 3);
+    assert_eq!(json["proceed"], false);
+    assert_eq!(json["action"], "requeue");
+    assert_eq!(json["reason"], "DependencyMissing");
+    assert_eq!(json["error"], Value::Null);
+    assert!(
+        (600_000..660_000).contains(&json["requeueAfterMs"].as_u64().unwrap()),
+        "{json}"
+    );
+    assert_eq!(json["sha256"].as_str().unwrap().len(), 64);
+    assert!(json["durationUs"].as_u64().is_some());
+    assert_eq!(json["logs"][0]["message"], "shop is waiting for redis");
+
+    let (status, json) = run_json("dependency-ready", "app-ready.yaml", deps);
+    assert_eq!(
+        (status, &json["action"], &json["proceed"]),
+        (0, &Value::from("proceed"), &Value::from(true))
+    );
+
+    let (status, json) = run_json("dependency-ready", "app-malformed.json", deps);
+    assert_eq!((status, &json["action"]), (4, &Value::from("backoff")));
+    assert_eq!(json["error"]["kind"], "check");
+
+    let (status, json) = run_json(
+        "maintenance-window",
+        "app-ready.yaml",
+        Some("maintenance-window-config.yaml"),
+    );
+    assert_eq!(
+        (status, json["requeueAfterMs"].as_u64()),
+        (3, Some(10 * 3600 * 1000))
+    );
+
+    let (status, json) = run_json(
+        "required-metadata",
+        "app-waiting.yaml",
+        Some("required-metadata-config.yaml"),
+    );
+    assert_eq!(
+        (status, &json["action"], &json["requeueAfterMs"]),
+        (3, &Value::from("await-change"), &Value::Null)
+    );
+}
+
+#[test]
+fn cli_run_text_output_names_the_action() {
+    let check = build_check("required-metadata");
+    let (status, stdout) = preflight(&[
+        "run",
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        fixture("app-waiting.yaml").to_str().unwrap(),
+        "--config",
+        fixture("required-metadata-config.yaml").to_str().unwrap(),
+    ]);
+    assert_eq!(status, 3);
+    assert!(stdout.contains("proceed   no"), "{stdout}");
+    assert!(stdout.contains("action    await-change"), "{stdout}");
+}
+
+#[test]
+fn cli_inspect_describes_a_check_and_rejects_what_is_not_one() {
+    let check = build_check("maintenance-window");
+    let (status, stdout) = preflight(&["inspect", "-o", "json", check.to_str().unwrap()]);
+    assert_eq!(status, 0);
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["world"], "preflight:check/preflight-check@0.1.0");
+    assert_eq!(
+        json["exports"],
+        serde_json::json!(["preflight:check/evaluate@0.1.0"])
+    );
+    assert!(
+        json["imports"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("preflight:check/log@0.1.0"))
+    );
+    assert_eq!(
+        json["size"].as_u64().unwrap(),
+        std::fs::metadata(&check).unwrap().len()
+    );
+
+    let other = build_check("other-world");
+    let output = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args(["inspect", other.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("does not export preflight:check/evaluate@0.1.0")
+    );
+}
+
+#[test]
+fn cli_usage_and_unreadable_input_exit_2_and_an_unusable_check_exits_4() {
+    let check = build_check("required-metadata");
+    let (status, _) = preflight(&[
+        "run",
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        "/nonexistent.yaml",
+    ]);
+    assert_eq!(status, 2);
+    let (status, _) = preflight(&["run", "--check", check.to_str().unwrap()]);
+    assert_eq!(status, 2);
+    let (status, _) = preflight(&[
+        "run",
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        fixture("app-ready.yaml").to_str().unwrap(),
+        "--timeout",
+        "soon",
+    ]);
+    assert_eq!(status, 2);
+
+    let other = build_check("other-world");
+    let (status, stdout) = preflight(&[
+        "run",
+        "-o",
+        "json",
+        "--check",
+        other.to_str().unwrap(),
+        "--object",
+        fixture("app-ready.yaml").to_str().unwrap(),
+    ]);
+    assert_eq!(status, 4);
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (&json["error"]["kind"], &json["action"]),
+        (&Value::from("invalid-component"), &Value::from("stop"))
+    );
+}
+
+#[test]
+fn cli_bench_prints_latency_and_throughput() {
+    let check = build_check("dependency-ready");
+    let (status, stdout) = preflight(&[
+        "bench",
+        "-o",
+        "json",
+        "--iterations",
+        "200",
+        "--concurrency",
+        "8",
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        fixture("app-ready.yaml").to_str().unwrap(),
+        "--config",
+        fixture("dependency-ready-config.yaml").to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0, "{stdout}");
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["outcome"], "proceed");
+    let (p50, p99) = (
+        json["p50Us"].as_f64().unwrap(),
+        json["p99Us"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.0 && p50 <= p99, "{json}");
+    assert!(json["concurrentPerSecond"].as_f64().unwrap() > 0.0);
+}
