@@ -6,8 +6,8 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use preflight::check::log::Level;
-pub use preflight::check::types::{CheckRequest, Datetime, PreflightResult, Target};
+pub use self::preflight::check::log::Level;
+pub use self::preflight::check::types::{CheckRequest, Datetime, PreflightResult, Target};
 
 /// The name under which a 0.1 check exports its `evaluate` interface.
 pub const EVALUATE_EXPORT: &str = "preflight:check/evaluate@0.1.0";
