@@ -34,7 +34,7 @@ fn main() {
         check.info().size
     );
     println!(
-        "| object | native p50 | native p99 | engine p50 | engine p99 | p50 ratio | native /s (64 in flight) | engine /s (64 in flight) |"
+        "| object | native p50 | native p99 | engine p50 | engine p99 | p50 ratio | native /s (2 threads) | engine /s (64 in flight) |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for kib in [1, 4, 64] {
