@@ -8,6 +8,11 @@ use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
+/// Proceed with no re-check.
+const PROCEED: Action = Action::Proceed {
+    recheck_after: None,
+};
+
 /// Saturday 2026-12-05 12:00 UTC.
 const SATURDAY_NOON: &str = "2026-12-05T12:00:00Z";
 
@@ -72,12 +77,7 @@ async fn dependency_ready_requeues_with_jitter_until_the_dependency_exists() {
         &request("app-ready.yaml", config, SystemTime::now()),
     )
     .await;
-    assert_eq!(
-        action,
-        Action::Proceed {
-            recheck_after: None
-        }
-    );
+    assert_eq!(action, PROCEED);
 
     let (action, outcome) = action_of(
         "dependency-ready",
@@ -149,12 +149,7 @@ async fn required_metadata_blocks_without_requeue() {
         &request("app-ready.yaml", config, SystemTime::now()),
     )
     .await;
-    assert_eq!(
-        action,
-        Action::Proceed {
-            recheck_after: None
-        }
-    );
+    assert_eq!(action, PROCEED);
 }
 
 /// Runs `preflight` and returns its exit status and standard output.
