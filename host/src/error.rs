@@ -19,4 +19,18 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The Kubernetes API refused a request the operator cannot do without.
+    #[error("Kubernetes API: {0}")]
+    Kubernetes(#[from] kube::Error),
+    /// Leader election could not start (for example, no permission on Leases).
+    #[error("leader election: {0}")]
+    LeaderElection(String),
+    /// The health and metrics endpoints could not be served.
+    #[error("cannot serve on {address}: {source}")]
+    Serve {
+        /// The address.
+        address: std::net::SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
 }

@@ -4,7 +4,9 @@
 //! - the **engine** ([`Engine`], [`Check`], [`Limits`], [`Evaluation`]) loads, validates, compiles and runs
 //!   components under a time, memory and result-size budget, and knows nothing of Kubernetes;
 //! - the **mapping** ([`action`]) is a pure function from check outcomes to the controller's action;
-//! - the **CLI** (`preflight run | inspect | bench`) drives the engine on a laptop.
+//! - the **operator** ([`operator`]) gates Kubernetes objects with checks shipped in ConfigMaps, and offers
+//!   the same gate as a library ([`operator::Gate`]) to operators written with kube-rs;
+//! - the **CLI** (`preflight run | inspect | bench | operator`) drives the engine on a laptop or in a cluster.
 
 mod bindings;
 mod check;
@@ -25,7 +27,8 @@ pub use digest::Digest;
 pub use engine::{Engine, EngineConfig};
 pub use error::Error;
 pub use guest_state::{LogLevel, LogLine};
-pub use limits::Limits;
+pub use limits::{Limits, parse_size};
 pub use outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
 pub use request::{Request, Target};
 pub mod action;
+pub mod operator;

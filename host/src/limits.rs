@@ -31,3 +31,11 @@ impl Default for Limits {
         }
     }
 }
+
+/// Parses sizes such as `64MiB`, `512KiB`, `1000000` (bytes).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let size: bytesize::ByteSize = text
+        .parse()
+        .map_err(|error| format!("invalid size {text:?}: {error}"))?;
+    usize::try_from(size.as_u64()).map_err(|_| format!("size {text:?} is too large"))
+}

@@ -1,4 +1,5 @@
-//! `preflight`: run, inspect and benchmark preflight checks (WebAssembly components) on a laptop.
+//! `preflight`: run, inspect and benchmark preflight checks (WebAssembly components) on a laptop, and run the
+//! operator that gates Kubernetes objects with them.
 
 mod cli;
 
@@ -7,13 +8,17 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    tracing_subscriber::fmt()
+    let (json, default_level) = args.logging();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+        .with_env_filter(filter);
+    if json {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

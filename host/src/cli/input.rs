@@ -28,14 +28,6 @@ pub fn parse_document(path: &Path) -> Result<serde_json::Value, Problem> {
     })
 }
 
-/// Parses sizes such as `64MiB`, `512KiB`, `1000000`.
-pub fn parse_size(text: &str) -> Result<usize, String> {
-    let size: bytesize::ByteSize = text
-        .parse()
-        .map_err(|error| format!("invalid size {text:?}: {error}"))?;
-    usize::try_from(size.as_u64()).map_err(|_| format!("size {text:?} is too large"))
-}
-
 /// Everything `run` and `bench` need: an engine sized for the limits, the check's bytes and the request.
 pub struct Prepared {
     pub engine: Engine,

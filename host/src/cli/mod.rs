@@ -3,6 +3,7 @@
 mod bench;
 mod input;
 mod inspect;
+mod operator;
 mod run;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -39,6 +40,9 @@ enum Command {
     Inspect(InspectArgs),
     /// Measure fresh-instance latency (p50/p99) and checks per second with several evaluations in flight.
     Bench(BenchArgs),
+    /// Gate Kubernetes objects: watch check ConfigMaps, run each gated kind's checks before it is reconciled,
+    /// and record the outcome as a `Preflight` condition, Events and metrics. Runs until SIGTERM.
+    Operator(OperatorArgs),
 }
 
 /// The check, the object, and the limits: shared by `run` and `bench`.
@@ -57,10 +61,10 @@ struct Evaluate {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
     timeout: Duration,
     /// Memory limit per evaluation, e.g. 64MiB.
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = input::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = preflight::parse_size)]
     memory_limit: usize,
     /// Cap on the size of the result's reason + message + error, e.g. 64KiB.
-    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = input::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = preflight::parse_size)]
     max_result: usize,
     /// The time the check sees as "now", RFC 3339 (default: the current time).
     #[arg(long, value_name = "TIME", value_parser = humantime::parse_rfc3339_weak)]
@@ -101,6 +105,69 @@ struct BenchArgs {
     output: Format,
 }
 
+#[derive(Debug, Args)]
+struct OperatorArgs {
+    /// Namespace of the check ConfigMaps and of the leader-election Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "preflight-system")]
+    namespace: String,
+    /// Look for check ConfigMaps in every namespace (needs cluster-wide read access to ConfigMaps).
+    #[arg(long, env = "PREFLIGHT_ALL_NAMESPACES")]
+    all_namespaces: bool,
+    /// Label selector of check ConfigMaps.
+    #[arg(long, env = "PREFLIGHT_CHECK_SELECTOR", default_value = preflight::operator::GATES_LABEL)]
+    check_selector: String,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "PREFLIGHT_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: std::net::SocketAddr,
+    /// Hold a Lease so that only one replica writes (`--leader-election=false` for a single local replica).
+    #[arg(long, env = "PREFLIGHT_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// Name of the Lease.
+    #[arg(
+        long,
+        env = "PREFLIGHT_LEASE_NAME",
+        default_value = "preflight-operator"
+    )]
+    lease_name: String,
+    /// How long the Lease is valid without renewal: the longest takeover when a leader dies.
+    #[arg(long, env = "PREFLIGHT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    lease_duration: Duration,
+    /// This replica's name, for the Lease and Events.
+    #[arg(long, env = "POD_NAME", default_value = "preflight")]
+    pod_name: String,
+    /// Directory for compiled checks, kept across restarts (an emptyDir in the Deployment).
+    #[arg(long, env = "PREFLIGHT_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Evaluations that may run at once.
+    #[arg(long, env = "PREFLIGHT_MAX_CONCURRENT_EVALUATIONS", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_concurrent_evaluations: u32,
+    /// The largest memory limit a check may be given.
+    #[arg(long, env = "PREFLIGHT_MAX_MEMORY", default_value = "256MiB", value_parser = preflight::parse_size)]
+    max_memory: usize,
+    /// Time limit of a check whose ConfigMap sets none.
+    #[arg(long, env = "PREFLIGHT_DEFAULT_TIMEOUT", default_value = "1s", value_parser = humantime::parse_duration)]
+    default_timeout: Duration,
+    /// Memory limit of a check whose ConfigMap sets none.
+    #[arg(long, env = "PREFLIGHT_DEFAULT_MEMORY_LIMIT", default_value = "64MiB", value_parser = preflight::parse_size)]
+    default_memory_limit: usize,
+    /// How often a gated kind the API server does not serve yet is looked up again.
+    #[arg(long, env = "PREFLIGHT_KIND_RETRY", default_value = "10s", value_parser = humantime::parse_duration)]
+    kind_retry: Duration,
+    /// Log format.
+    #[arg(long, env = "PREFLIGHT_LOG_FORMAT", value_enum, default_value_t = Format::Json)]
+    log_format: Format,
+}
+
+impl Cli {
+    /// How to log: JSON at info level for the operator (unless told otherwise), warnings as text otherwise.
+    pub fn logging(&self) -> (bool, &'static str) {
+        match &self.command {
+            Command::Operator(args) => (args.log_format == Format::Json, "info"),
+            _ => (false, "warn"),
+        }
+    }
+}
+
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
@@ -116,6 +183,7 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Run(args) => run::run(args).await,
         Command::Inspect(args) => inspect::inspect(args),
         Command::Bench(args) => bench::bench(args).await,
+        Command::Operator(args) => operator::operator(args).await,
     };
     result.unwrap_or_else(|problem| {
         eprintln!("error: {problem}");

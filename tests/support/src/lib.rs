@@ -9,12 +9,21 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
-/// The repository root.
+/// The repository root: the nearest directory above the running test's package (cargo sets
+/// `CARGO_MANIFEST_DIR` for test processes) whose `Cargo.toml` declares the workspace. Found at run time, not
+/// compile time, because a shared target directory may hold this crate compiled from another clone.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("the workspace root exists")
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    start
+        .ancestors()
+        .find(|dir| {
+            std::fs::read_to_string(dir.join("Cargo.toml"))
+                .is_ok_and(|manifest| manifest.contains("[workspace]"))
+        })
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| panic!("no workspace Cargo.toml above {}", start.display()))
 }
 
 /// The target directory for components built by tests.

@@ -1,0 +1,194 @@
+//! The Kubernetes side: check ConfigMaps, the gate, one controller per gated kind, conditions, Events,
+//! metrics, health endpoints and leader election. It uses the engine only through its public API.
+//!
+//! - [`check_source`] reads a check ConfigMap; [`check_set`] holds the last good version of each check;
+//! - [`gate`] runs a kind's checks on an object and decides (the library API for your own operator);
+//! - [`condition`] and [`outcome_writer`] record the outcome on the object;
+//! - [`Operator`] wires it all into the `preflight operator` process.
+
+pub mod check_set;
+pub mod check_source;
+mod check_watcher;
+pub mod condition;
+mod controllers;
+pub mod gate;
+mod http;
+pub mod kind;
+mod leader;
+pub mod metrics;
+pub mod outcome_writer;
+
+pub use check_set::{CheckSet, GateEntry, LoadedCheck};
+pub use check_source::{CheckSettings, CheckSource, FailurePolicy, GATES_LABEL};
+pub use check_watcher::CheckSelection;
+pub use gate::{Gate, GateResult, controller_action};
+pub use kind::GatedKind;
+pub use leader::LeaderElection;
+pub use metrics::Metrics;
+
+use crate::{Engine, EngineConfig, Error, Limits};
+use check_watcher::CheckWatcher;
+use controllers::Shared;
+use kube::Client;
+use outcome_writer::OutcomeWriter;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How the operator runs.
+#[derive(Debug, Clone)]
+pub struct OperatorConfig {
+    /// Where the check ConfigMaps are.
+    pub checks: CheckSelection,
+    /// Address of `/healthz`, `/readyz`, `/metrics` (port 0 picks one).
+    pub listen: SocketAddr,
+    /// Lease to hold; `None` runs without election (one replica only).
+    pub leader_election: Option<LeaderElection>,
+    /// Limits for checks whose ConfigMap sets none.
+    pub default_limits: Limits,
+    /// Engine sizing and the compiled-check cache.
+    pub engine: EngineConfig,
+    /// How often a kind the server does not serve yet is looked up again.
+    pub kind_retry: Duration,
+    /// The name Events are reported under, and this replica's instance name.
+    pub controller_name: String,
+    /// This replica (the pod name), for Events.
+    pub instance: Option<String>,
+}
+
+/// A running operator. [`Operator::stop`] shuts it down gracefully.
+pub struct Operator {
+    /// The operator's metrics.
+    pub metrics: Arc<Metrics>,
+    /// The checks in force.
+    pub checks: Arc<CheckSet>,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served.
+    pub address: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Operator {
+    /// Starts the check watcher, the HTTP endpoints, leader election and (while leading) the controllers.
+    pub async fn start(client: Client, config: OperatorConfig) -> Result<Self, Error> {
+        let engine = Arc::new(Engine::new(config.engine.clone())?);
+        let checks = Arc::new(CheckSet::new());
+        let metrics = Arc::new(Metrics::default());
+        let writer = OutcomeWriter::new(
+            client.clone(),
+            &config.controller_name,
+            config.instance.clone(),
+        );
+        let (shutdown, _) = watch::channel(false);
+        let (synced_sender, synced) = watch::channel(false);
+
+        let stopping = shutdown.subscribe();
+        let (address, server) = http::serve(config.listen, metrics.clone(), synced, async move {
+            let mut stopping = stopping;
+            let _ = stopping.wait_for(|stop| *stop).await;
+        })
+        .await
+        .map_err(|source| Error::Serve {
+            address: config.listen,
+            source,
+        })?;
+        let mut tasks = vec![tokio::spawn(async move {
+            if let Err(error) = server.await {
+                tracing::error!(%error, "HTTP endpoints stopped");
+            }
+        })];
+
+        let watcher = CheckWatcher {
+            client: client.clone(),
+            engine: engine.clone(),
+            checks: checks.clone(),
+            default_limits: config.default_limits,
+            writer: writer.clone(),
+            metrics: metrics.clone(),
+        };
+        tasks.push(tokio::spawn(
+            watcher.run(config.checks.clone(), synced_sender),
+        ));
+
+        let leadership = match &config.leader_election {
+            Some(election) => leader::elect(client.clone(), election).await?,
+            None => leader::always(),
+        };
+        let shared = Arc::new(Shared {
+            client,
+            gate: Arc::new(Gate::new(engine, checks.clone())),
+            writer,
+            metrics: metrics.clone(),
+            kind_concurrency: u16::try_from(config.engine.max_concurrent_evaluations / 2)
+                .unwrap_or(u16::MAX)
+                .max(1),
+        });
+        tasks.push(tokio::spawn(lead(
+            shared,
+            config.kind_retry,
+            leadership,
+            shutdown.subscribe(),
+        )));
+        Ok(Self {
+            metrics,
+            checks,
+            address,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// Stops the controllers (letting running reconciles finish), releases the Lease, stops serving.
+    pub async fn stop(self) {
+        self.shutdown.send_replace(true);
+        for mut task in self.tasks {
+            if tokio::time::timeout(Duration::from_secs(15), &mut task)
+                .await
+                .is_err()
+            {
+                task.abort();
+            }
+        }
+    }
+}
+
+/// Runs the controllers while this replica leads; stops them when it stops leading or shuts down.
+async fn lead(
+    shared: Arc<Shared>,
+    kind_retry: Duration,
+    leadership: leader::Leadership,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let leader::Leadership {
+        mut is_leader,
+        task,
+    } = leadership;
+    loop {
+        tokio::select! {
+            leading = is_leader.wait_for(|leading| *leading) => if leading.is_err() { break },
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        }
+        tracing::info!("leading: starting controllers");
+        let (stop, stopped) = watch::channel(false);
+        let mut supervisor =
+            tokio::spawn(controllers::supervise(shared.clone(), kind_retry, stopped));
+        let shutting_down = tokio::select! {
+            _ = is_leader.wait_for(|leading| !*leading) => false,
+            _ = shutdown.wait_for(|stop| *stop) => true,
+            ended = &mut supervisor => {
+                tracing::error!(?ended, "controllers ended unexpectedly; restarting them");
+                continue;
+            }
+        };
+        tracing::info!(shutting_down, "no longer leading: stopping controllers");
+        stop.send_replace(true);
+        let _ = supervisor.await;
+        if shutting_down {
+            break;
+        }
+    }
+    drop(is_leader);
+    let _ = task.await;
+}
