@@ -18,6 +18,7 @@ use preflight::{EngineConfig, Limits};
 use preflight_kube_harness::{apply_crd, eventually};
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// A namespaced kind made for one test.
@@ -318,7 +319,12 @@ pub async fn wait_for_condition(
 /// Sum of a metric family's samples whose labels contain every `label="value"` given, from the
 /// Prometheus text the operator serves on /metrics.
 pub async fn metric(operator: &Operator, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let text = http_get(operator, "/metrics").await;
+    metric_at(operator.address, name, labels).await
+}
+
+/// [`metric`] for an operator serving at `address` (a child process, for instance).
+pub async fn metric_at(address: SocketAddr, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let text = http_get_at(address, "/metrics").await;
     text.lines()
         .filter(|line| line.starts_with(&format!("{name}{{")))
         .filter(|line| {
@@ -335,10 +341,15 @@ pub async fn evaluations(operator: &Operator, check: &str) -> u64 {
     metric(operator, "preflight_evaluations_total", &[("check", check)]).await as u64
 }
 
-/// GET on the operator's HTTP endpoints, with a plain HTTP/1.0 request (no client crate needed).
+/// GET on the operator's HTTP endpoints.
 pub async fn http_get(operator: &Operator, path: &str) -> String {
+    http_get_at(operator.address, path).await
+}
+
+/// GET `path` from `address` with a plain HTTP/1.0 request (no client crate needed).
+pub async fn http_get_at(address: SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(operator.address)
+    let mut stream = tokio::net::TcpStream::connect(address)
         .await
         .expect("the operator listens");
     stream
