@@ -581,3 +581,59 @@ async fn apply(client: &Client, document: serde_json::Value) {
     .await
     .unwrap_or_else(|error| panic!("applying {kind} {name}: {error}"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn library_mode_gates_inside_your_own_reconcile() {
+    use kube::runtime::controller::Action as ControllerAction;
+    use preflight::operator::{
+        CheckSet, CheckSource, Gate, GatedKind, LoadedCheck, controller_action,
+    };
+    use std::sync::Arc;
+
+    let s = Scenario::new("library", "Database", "dependency-ready").await;
+    let engine = Arc::new(preflight::Engine::new(preflight::EngineConfig::default()).unwrap());
+    let kind = GatedKind::parse(&s.kind.gates()).unwrap();
+    let mut source = CheckSource::new("local/deps", kind.clone(), s.wasm.clone());
+    source.settings.config =
+        r#"{"available": ["postgres-main"], "retryAfterSeconds": 60, "jitterPercent": 0}"#.into();
+    let checks = Arc::new(CheckSet::new());
+    checks.install(LoadedCheck::load(&engine, source).unwrap());
+    let gate = Gate::new(engine, checks);
+
+    let ready = create_object(
+        &s.client,
+        &s.kind,
+        &s.namespace,
+        "ready",
+        json!({"dependsOn": ["postgres-main"]}),
+        &[],
+    )
+    .await;
+    let waiting = create_object(
+        &s.client,
+        &s.kind,
+        &s.namespace,
+        "waiting",
+        json!({"dependsOn": ["redis"]}),
+        &[],
+    )
+    .await;
+    let gated = gate
+        .evaluate(&kind, &serde_json::to_value(&ready).unwrap())
+        .await;
+    assert!(gated.proceed(), "{:?}", gated.summary);
+    assert_eq!(
+        controller_action(gated.decision.action),
+        ControllerAction::await_change()
+    );
+    let gated = gate
+        .evaluate(&kind, &serde_json::to_value(&waiting).unwrap())
+        .await;
+    assert!(!gated.proceed());
+    assert_eq!(gated.summary.reason, "DependencyMissing");
+    assert_eq!(
+        controller_action(gated.decision.action),
+        ControllerAction::requeue(Duration::from_secs(60))
+    );
+    s.remove().await;
+}
