@@ -5,11 +5,11 @@
 use super::check_set::{CheckSet, GateEntry, LoadedCheck};
 use super::check_source::FailurePolicy;
 use super::kind::GatedKind;
-use crate::action::{Action, Decision, decide};
+use crate::action::{Action, BACKOFF_MAX, Decision, decide};
 use crate::{CheckOutcome, Engine, Failure, FailureKind, Request, Target, Verdict};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Longest condition message written; Kubernetes allows 32 KiB, people read the first lines.
 const MAX_MESSAGE_CHARS: usize = 4096;
@@ -18,7 +18,7 @@ const MAX_MESSAGE_CHARS: usize = 4096;
 pub struct Gate {
     engine: Arc<Engine>,
     checks: Arc<CheckSet>,
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Mutex<FailureCounts>,
 }
 
 /// One check's part in a gate result.
@@ -110,13 +110,8 @@ impl Gate {
         let key = object_key(object, &target);
         let decision = {
             let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-            let prior = failures.get(&key).copied().unwrap_or(0);
-            let decision = decide(runs.iter().map(|run| &run.outcome), prior);
-            if decision.failures == 0 {
-                failures.remove(&key);
-            } else {
-                failures.insert(key, decision.failures);
-            }
+            let decision = decide(runs.iter().map(|run| &run.outcome), failures.get(&key));
+            failures.set(key, decision.failures, Instant::now());
             decision
         };
         GateResult {
@@ -149,6 +144,43 @@ impl Gate {
             evaluation.outcome,
             evaluation.duration,
         )
+    }
+}
+
+/// Consecutive failures per object, the input of its backoff. Bounded: an object that keeps failing is
+/// evaluated at least every [`BACKOFF_MAX`], so an entry untouched for twice that belongs to an object that
+/// is gone, and is dropped.
+#[derive(Debug)]
+struct FailureCounts {
+    entries: HashMap<String, (u32, Instant)>,
+    next_prune: Instant,
+}
+
+impl Default for FailureCounts {
+    fn default() -> Self {
+        Self {
+            entries: HashMap::new(),
+            next_prune: Instant::now() + BACKOFF_MAX,
+        }
+    }
+}
+
+impl FailureCounts {
+    fn get(&self, key: &str) -> u32 {
+        self.entries.get(key).map_or(0, |(failures, _)| *failures)
+    }
+
+    fn set(&mut self, key: String, failures: u32, now: Instant) {
+        if failures == 0 {
+            self.entries.remove(&key);
+        } else {
+            self.entries.insert(key, (failures, now));
+        }
+        if now >= self.next_prune {
+            self.entries
+                .retain(|_, (_, seen)| now.duration_since(*seen) <= 2 * BACKOFF_MAX);
+            self.next_prune = now + BACKOFF_MAX;
+        }
     }
 }
 
@@ -468,6 +500,24 @@ mod tests {
         for (action, expected) in table {
             assert_eq!(controller_action(action), expected, "{action:?}");
         }
+    }
+
+    #[test]
+    fn failure_counts_reset_on_success_and_forget_objects_that_are_gone() {
+        let start = Instant::now();
+        let mut counts = FailureCounts::default();
+        counts.set("failing".into(), 3, start);
+        counts.set("recovered".into(), 2, start);
+        counts.set("recovered".into(), 0, start);
+        assert_eq!((counts.get("failing"), counts.get("recovered")), (3, 0));
+        let later = start + 3 * BACKOFF_MAX;
+        counts.set("still-failing".into(), 9, later);
+        assert_eq!(
+            counts.get("failing"),
+            0,
+            "untouched for 3 × BACKOFF_MAX: its object is gone"
+        );
+        assert_eq!(counts.get("still-failing"), 9);
     }
 
     #[test]
