@@ -191,9 +191,21 @@ async fn live_reload_rechecks_every_object_keeps_the_last_good_version_and_delet
     s.label("a", "tier", "web").await;
     s.wait("a", "True", "RequiredMetadataPresent").await;
 
-    // Deleting the check removes the gate: objects held back are released.
-    delete_check(&s, "meta").await;
+    // Changes in quick succession: the newest version wins, whatever order their compiles finish in.
+    for labels in ["absent", "also-absent", "team"] {
+        s.put(
+            "meta",
+            &[("config", &format!(r#"{{"labels": ["{labels}"]}}"#))],
+        )
+        .await;
+    }
     for name in ["b", "c"] {
+        s.wait(name, "True", "RequiredMetadataPresent").await;
+    }
+
+    // Deleting the check removes the gate: objects are told so.
+    delete_check(&s, "meta").await;
+    for name in ["a", "b", "c"] {
         s.wait(name, "True", "NoChecks").await;
     }
     operator.stop().await;

@@ -1,6 +1,10 @@
 //! Watches the check ConfigMaps (selected by label, in one namespace unless told otherwise), compiles each
 //! new version off the reconcile path and swaps it into the [`CheckSet`]; a broken version is reported on its
 //! ConfigMap (Event), in the log and in metrics, and never replaces the last good one.
+//!
+//! Versions compile in parallel (a slow compile of one check never delays another), and only the newest
+//! version of each ConfigMap is ever installed: every change takes a sequence number, and a compile whose
+//! number is no longer the newest for its name is dropped.
 
 use super::check_set::{CheckSet, LoadedCheck};
 use super::check_source::{self, Rejection};
@@ -12,8 +16,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 use tracing::{error, info};
 
@@ -42,6 +46,14 @@ pub struct CheckWatcher {
     pub metrics: Arc<Metrics>,
 }
 
+/// The newest change per check name, and the kinds the `checks_loaded` gauge has reported.
+#[derive(Debug, Default)]
+struct Progress {
+    sequence: u64,
+    newest: HashMap<String, u64>,
+    gauged: BTreeSet<String>,
+}
+
 impl CheckWatcher {
     /// Watches until the stream ends (never, in practice: the watcher retries with backoff). `synced` turns
     /// true once the first complete list has been loaded.
@@ -52,111 +64,169 @@ impl CheckWatcher {
         };
         let config = watcher::Config::default().labels(&selection.label_selector);
         let mut events = watcher(api, config).default_backoff().boxed();
+        let loader = Arc::new(Loader {
+            watcher: self,
+            progress: Mutex::default(),
+        });
         let mut listed = BTreeSet::new();
-        let mut gauged = BTreeSet::new();
+        let mut initial = Vec::new();
         while let Some(event) = events.next().await {
             match event {
                 Ok(watcher::Event::Init) => listed.clear(),
                 Ok(watcher::Event::InitApply(config_map)) => {
                     listed.insert(check_name(&config_map));
-                    self.apply(&config_map).await;
+                    initial.push(loader.apply(&config_map));
                 }
                 Ok(watcher::Event::InitDone) => {
-                    for gone in self
-                        .checks
-                        .names()
-                        .into_iter()
-                        .filter(|name| !listed.contains(name))
-                    {
-                        self.delete(&gone);
+                    for load in initial.drain(..) {
+                        let _ = load.await;
+                    }
+                    let known = loader.watcher.checks.names();
+                    for gone in known.iter().filter(|name| !listed.contains(*name)) {
+                        loader.delete(gone);
                     }
                     synced.send_replace(true);
                 }
-                Ok(watcher::Event::Apply(config_map)) => self.apply(&config_map).await,
-                Ok(watcher::Event::Delete(config_map)) => self.delete(&check_name(&config_map)),
+                Ok(watcher::Event::Apply(config_map)) => drop(loader.apply(&config_map)),
+                Ok(watcher::Event::Delete(config_map)) => loader.delete(&check_name(&config_map)),
                 Err(error) => error!(%error, "watching check ConfigMaps"),
             }
-            self.refresh_loaded_gauge(&mut gauged);
         }
     }
+}
 
-    /// Sets `checks_loaded` for every kind with checks, and to 0 for kinds that had some (`gauged`).
-    fn refresh_loaded_gauge(&self, gauged: &mut BTreeSet<String>) {
-        let loaded = self.checks.loaded_per_kind();
-        for kind in gauged.iter() {
-            self.metrics
-                .checks_loaded
-                .get_or_create(&KindLabels { kind: kind.clone() })
-                .set(0);
-        }
-        for (kind, count) in loaded {
-            let kind = kind.to_string();
-            self.metrics
-                .checks_loaded
-                .get_or_create(&KindLabels { kind: kind.clone() })
-                .set(i64::try_from(count).unwrap_or(i64::MAX));
-            gauged.insert(kind);
-        }
-    }
+/// Compiles and installs versions, newest wins.
+struct Loader {
+    watcher: CheckWatcher,
+    progress: Mutex<Progress>,
+}
 
-    async fn apply(&self, config_map: &ConfigMap) {
+impl Loader {
+    /// Starts loading the ConfigMap's version in the background.
+    fn apply(self: &Arc<Self>, config_map: &ConfigMap) -> tokio::task::JoinHandle<()> {
         let name = check_name(config_map);
-        let loaded = match check_source::from_config_map(config_map, &self.default_limits) {
-            Ok(source) => {
-                let engine = self.engine.clone();
-                tokio::task::spawn_blocking(move || LoadedCheck::load(&engine, source))
-                    .await
-                    .unwrap_or_else(|join_error| {
-                        Err(Rejection {
-                            gates: None,
-                            failure_policy: Default::default(),
-                            problem: format!("compilation did not finish: {join_error}"),
+        let sequence = self.supersede(&name);
+        let parsed = check_source::from_config_map(config_map, &self.watcher.default_limits);
+        let loader = self.clone();
+        tokio::spawn(async move {
+            let loaded = match parsed {
+                Ok(source) => {
+                    let engine = loader.watcher.engine.clone();
+                    tokio::task::spawn_blocking(move || LoadedCheck::load(&engine, source))
+                        .await
+                        .unwrap_or_else(|join_error| {
+                            Err(Rejection {
+                                gates: None,
+                                failure_policy: Default::default(),
+                                problem: format!("compilation did not finish: {join_error}"),
+                            })
                         })
-                    })
-            }
-            Err(rejection) => Err(rejection),
-        };
-        match loaded {
-            Ok(check) => {
-                let (kind, digest) = (check.settings.gates.to_string(), check.digest());
-                if self.checks.install(check) {
-                    info!(check = %name, %kind, %digest, "check loaded");
                 }
+                Err(rejection) => Err(rejection),
+            };
+            loader.settle(&name, sequence, loaded).await;
+        })
+    }
+
+    /// Records that a newer change of `name` exists; returns its sequence number.
+    fn supersede(&self, name: &str) -> u64 {
+        let mut progress = self.progress();
+        progress.sequence += 1;
+        let sequence = progress.sequence;
+        progress.newest.insert(name.to_owned(), sequence);
+        sequence
+    }
+
+    /// Installs or rejects a compiled version, unless a newer change of the same name came meanwhile.
+    async fn settle(&self, name: &str, sequence: u64, loaded: Result<LoadedCheck, Rejection>) {
+        let checks = &self.watcher.checks;
+        let rejected = {
+            let mut progress = self.progress();
+            if progress.newest.get(name) != Some(&sequence) {
+                return;
             }
-            Err(rejection) => self.reject(&name, rejection).await,
+            let rejected = match loaded {
+                Ok(check) => {
+                    let (kind, digest) = (check.settings.gates.to_string(), check.digest());
+                    if checks.install(check) {
+                        info!(check = %name, %kind, %digest, "check loaded");
+                    }
+                    None
+                }
+                Err(rejection) => {
+                    let unserved = checks.reject(name, rejection.clone());
+                    Some((rejection, unserved))
+                }
+            };
+            self.refresh_loaded_gauge(&mut progress);
+            rejected
+        };
+        if let Some((rejection, unserved)) = rejected {
+            self.report(name, rejection, unserved).await;
         }
     }
 
-    async fn reject(&self, name: &str, rejection: Rejection) {
+    /// Says what is wrong with a rejected version: log, metric, Event on the ConfigMap.
+    async fn report(&self, name: &str, rejection: Rejection, unserved: bool) {
         let kind = rejection
             .gates
             .as_ref()
             .map(ToString::to_string)
             .unwrap_or_default();
-        let problem = rejection.problem.clone();
-        let unserved = self.checks.reject(name, rejection);
         let consequence = if unserved {
             "no good version exists: objects of the kind are held per its failurePolicy"
         } else {
             "the last good version keeps serving"
         };
+        let problem = rejection.problem;
         error!(check = %name, %kind, %problem, consequence, "check rejected");
-        self.metrics
+        self.watcher
+            .metrics
             .check_load_failures
             .get_or_create(&CheckLabels {
                 kind,
                 check: name.to_owned(),
             })
             .inc();
-        self.writer
+        self.watcher
+            .writer
             .warn_on_config_map(name, "CheckRejected", &format!("{problem}; {consequence}"))
             .await;
     }
 
+    /// Removes a check whose ConfigMap is gone; a compile still running for it is dropped when it ends.
     fn delete(&self, name: &str) {
-        if let Some(kind) = self.checks.remove(name) {
+        self.supersede(name);
+        let mut progress = self.progress();
+        if let Some(kind) = self.watcher.checks.remove(name) {
             info!(check = %name, %kind, "check removed");
         }
+        self.refresh_loaded_gauge(&mut progress);
+    }
+
+    /// Sets `checks_loaded` for every kind with checks, and to 0 for kinds that had some.
+    fn refresh_loaded_gauge(&self, progress: &mut Progress) {
+        let metrics = &self.watcher.metrics;
+        for kind in progress.gauged.iter() {
+            metrics
+                .checks_loaded
+                .get_or_create(&KindLabels { kind: kind.clone() })
+                .set(0);
+        }
+        for (kind, count) in self.watcher.checks.loaded_per_kind() {
+            let kind = kind.to_string();
+            metrics
+                .checks_loaded
+                .get_or_create(&KindLabels { kind: kind.clone() })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+            progress.gauged.insert(kind);
+        }
+    }
+
+    fn progress(&self) -> MutexGuard<'_, Progress> {
+        self.progress
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
