@@ -58,6 +58,8 @@ pub struct Engine {
     slots: tokio::sync::Semaphore,
     max_memory_bytes: usize,
     loaded: Mutex<HashMap<Digest, Weak<Check>>>,
+    /// One lock per digest being compiled, so that concurrent loads of the same bytes compile once.
+    compiling: Mutex<HashMap<Digest, Arc<Mutex<()>>>>,
     disk: Option<DiskCache>,
     _ticker: EpochTicker,
 }
@@ -107,18 +109,33 @@ impl Engine {
             slots: tokio::sync::Semaphore::new(slots as usize),
             max_memory_bytes: config.max_memory_bytes,
             loaded: Mutex::new(HashMap::new()),
+            compiling: Mutex::new(HashMap::new()),
             disk,
         })
     }
 
     /// Validates, compiles and pre-instantiates a component. CPU-heavy on a cache miss (milliseconds to
     /// seconds): call it from a blocking thread, never on the evaluation path. The same bytes loaded twice
-    /// while the first [`Check`] is alive yield the same `Arc`.
+    /// while the first [`Check`] is alive yield the same `Arc`, and the same bytes loaded by several threads
+    /// at once are compiled once (the others wait for it).
     pub fn load(&self, bytes: &[u8]) -> Result<Arc<Check>, Error> {
         let digest = Digest::of(bytes);
         if let Some(check) = self.loaded().get(&digest).and_then(Weak::upgrade) {
             return Ok(check);
         }
+        let turn = self.compiling().entry(digest).or_default().clone();
+        let _turn = turn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(check) = self.loaded().get(&digest).and_then(Weak::upgrade) {
+            return Ok(check);
+        }
+        let loaded = self.load_uncached(bytes, digest);
+        self.compiling().remove(&digest);
+        loaded
+    }
+
+    fn load_uncached(&self, bytes: &[u8], digest: Digest) -> Result<Arc<Check>, Error> {
         validate::check_header(bytes)?;
         let component = self.compile(bytes, digest)?;
         let interface = Interface::of(&component, &self.engine);
@@ -203,6 +220,13 @@ impl Engine {
             disk.store(digest, &component);
         }
         Ok(component)
+    }
+
+    fn compiling(&self) -> std::sync::MutexGuard<'_, HashMap<Digest, Arc<Mutex<()>>>> {
+        // Holds only locks, no invariant a panicking thread could break.
+        self.compiling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<Digest, Weak<Check>>> {

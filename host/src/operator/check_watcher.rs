@@ -18,7 +18,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tracing::{error, info};
 
 /// Where to look for check ConfigMaps.
@@ -67,6 +67,7 @@ impl CheckWatcher {
         let loader = Arc::new(Loader {
             watcher: self,
             progress: Mutex::default(),
+            compile_slots: Semaphore::new(PARALLEL_COMPILES),
         });
         let mut listed = BTreeSet::new();
         let mut initial = Vec::new();
@@ -99,7 +100,12 @@ impl CheckWatcher {
 struct Loader {
     watcher: CheckWatcher,
     progress: Mutex<Progress>,
+    /// Compiles running at once: each already uses every core, more would only add memory.
+    compile_slots: Semaphore,
 }
+
+/// See [`Loader::compile_slots`]: two, so that one slow compile never holds up every other check.
+const PARALLEL_COMPILES: usize = 2;
 
 impl Loader {
     /// Starts loading the ConfigMap's version in the background.
@@ -111,6 +117,11 @@ impl Loader {
         tokio::spawn(async move {
             let loaded = match parsed {
                 Ok(source) => {
+                    // The semaphore is never closed: acquiring only waits for a slot.
+                    let _slot = loader.compile_slots.acquire().await.ok();
+                    if !loader.is_newest(&name, sequence) {
+                        return;
+                    }
                     let engine = loader.watcher.engine.clone();
                     tokio::task::spawn_blocking(move || LoadedCheck::load(&engine, source))
                         .await
@@ -135,6 +146,11 @@ impl Loader {
         let sequence = progress.sequence;
         progress.newest.insert(name.to_owned(), sequence);
         sequence
+    }
+
+    /// Whether no change of `name` came after the one numbered `sequence`.
+    fn is_newest(&self, name: &str, sequence: u64) -> bool {
+        self.progress().newest.get(name) == Some(&sequence)
     }
 
     /// Installs or rejects a compiled version, unless a newer change of the same name came meanwhile.
