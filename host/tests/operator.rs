@@ -573,6 +573,15 @@ fn suffix_cluster_scoped_names(
 }
 
 async fn apply(client: &Client, document: serde_json::Value) {
+    apply_with(
+        client,
+        document,
+        &PatchParams::apply("preflight-tests").force(),
+    )
+    .await;
+}
+
+async fn apply_with(client: &Client, document: serde_json::Value, params: &PatchParams) {
     let api_version = document["apiVersion"].as_str().unwrap().to_owned();
     let kind = document["kind"].as_str().unwrap().to_owned();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
@@ -585,13 +594,36 @@ async fn apply(client: &Client, document: serde_json::Value) {
         }
         _ => Api::all_with(client.clone(), &resource),
     };
-    api.patch(
-        &name,
-        &PatchParams::apply("preflight-tests").force(),
-        &Patch::Apply(&document),
-    )
-    .await
-    .unwrap_or_else(|error| panic!("applying {kind} {name}: {error}"));
+    api.patch(&name, params, &Patch::Apply(&document))
+        .await
+        .unwrap_or_else(|error| panic!("applying {kind} {name}: {error}"));
+}
+
+/// Every manifest of `deploy/` passes the API server's validation (a server-side dry run: nothing is created).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deploy_manifests_pass_server_side_validation() {
+    let client = preflight_kube_harness::admin_client().await;
+    let namespace = preflight_kube_harness::test_namespace(&client, "deploy").await;
+    let root = preflight_test_support::workspace_root();
+    let params = PatchParams::apply("preflight-tests").force().dry_run();
+    let files = [
+        "deploy/base/namespace.yaml",
+        "deploy/base/rbac.yaml",
+        "deploy/base/deployment.yaml",
+        "deploy/examples/crd.yaml",
+        "deploy/examples/grant-kind.yaml",
+    ];
+    for file in files {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let text = text.replace(
+            "namespace: preflight-system",
+            &format!("namespace: {namespace}"),
+        );
+        for document in serde_norway::Deserializer::from_str(&text) {
+            let document: serde_json::Value = serde::Deserialize::deserialize(document).unwrap();
+            apply_with(&client, document, &params).await;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
