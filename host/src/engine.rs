@@ -173,8 +173,8 @@ impl Engine {
             GuestState::new(limits.memory_bytes.min(self.max_memory_bytes)),
         );
         store.limiter(|state| state);
-        let deadline = started + limits.timeout;
-        let timeout = limits.timeout;
+        let timeout = limits.timeout.min(Limits::MAX_TIMEOUT);
+        let deadline = started + timeout;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
             if Instant::now() >= deadline {

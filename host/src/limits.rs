@@ -5,7 +5,7 @@ use std::time::Duration;
 /// Limits applied to every evaluation of a check. The defaults suit a check that parses one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock budget, instantiation included; enforced by epoch interruption.
+    /// Wall-clock budget, instantiation included; enforced by epoch interruption, at most [`Limits::MAX_TIMEOUT`].
     pub timeout: Duration,
     /// Cap on the check's linear memory, in bytes.
     pub memory_bytes: usize,
@@ -18,6 +18,9 @@ impl Limits {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
     /// 64 MiB.
     pub const DEFAULT_MEMORY_BYTES: usize = 64 << 20;
+    /// 60 s: the longest wall-clock budget honoured; longer timeouts are capped (a preflight check that
+    /// needs more is doing a controller's job).
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
     /// 64 KiB: a status condition message is at most 32 KiB.
     pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 << 10;
 }

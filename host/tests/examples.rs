@@ -255,6 +255,24 @@ fn cli_run_text_output_names_the_action() {
 }
 
 #[test]
+fn cli_run_caps_an_absurd_timeout_instead_of_crashing() {
+    let check = build_check("required-metadata");
+    let (status, stdout) = preflight(&[
+        "run",
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        fixture("app-ready.yaml").to_str().unwrap(),
+        "--config",
+        fixture("required-metadata-config.yaml").to_str().unwrap(),
+        "--timeout",
+        "18446744073709551615s",
+    ]);
+    assert_eq!(status, 0, "{stdout}");
+    assert!(stdout.contains("action    proceed"), "{stdout}");
+}
+
+#[test]
 fn cli_inspect_describes_a_check_and_rejects_what_is_not_one() {
     let check = build_check("maintenance-window");
     let (status, stdout) = preflight(&["inspect", "-o", "json", check.to_str().unwrap()]);

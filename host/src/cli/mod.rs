@@ -57,7 +57,7 @@ struct Evaluate {
     /// The check's configuration, as YAML or JSON.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Time limit per evaluation, e.g. 500ms, 2s.
+    /// Time limit per evaluation, e.g. 500ms, 2s (at most 1m: longer is capped).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
     timeout: Duration,
     /// Memory limit per evaluation, e.g. 64MiB.
@@ -144,7 +144,7 @@ struct OperatorArgs {
     /// The largest memory limit a check may be given.
     #[arg(long, env = "PREFLIGHT_MAX_MEMORY", default_value = "256MiB", value_parser = preflight::parse_size)]
     max_memory: usize,
-    /// Time limit of a check whose ConfigMap sets none.
+    /// Time limit of a check whose ConfigMap sets none (at most 1m: longer is capped).
     #[arg(long, env = "PREFLIGHT_DEFAULT_TIMEOUT", default_value = "1s", value_parser = humantime::parse_duration)]
     default_timeout: Duration,
     /// Memory limit of a check whose ConfigMap sets none.

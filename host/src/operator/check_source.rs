@@ -163,9 +163,12 @@ pub fn from_config_map(
     let mut limits = *defaults;
     if let Some(value) = text("timeout") {
         match humantime::parse_duration(value) {
-            Ok(timeout) if !timeout.is_zero() => limits.timeout = timeout,
+            Ok(timeout) if !timeout.is_zero() && timeout <= Limits::MAX_TIMEOUT => {
+                limits.timeout = timeout;
+            }
             _ => problems.push(format!(
-                "timeout `{value}` is not a positive duration such as 500ms or 2s"
+                "timeout `{value}` is not a duration between 1ms and {} such as 500ms or 2s",
+                humantime::format_duration(Limits::MAX_TIMEOUT)
             )),
         }
     }
@@ -445,6 +448,15 @@ mod tests {
                 "not the pinned 0000",
             ],
         );
+    }
+
+    #[test]
+    fn refuses_timeouts_beyond_the_engine_cap() {
+        let label = [(GATES_LABEL, "App.example.com")];
+        for timeout in ["100000h", "61s", "0s"] {
+            let rejected = rejection(&config_map(&label, &[("timeout", timeout)], &[("c", WASM)]));
+            assert_mentions(&rejected, &["is not a duration between 1ms and 1m"]);
+        }
     }
 
     #[test]
