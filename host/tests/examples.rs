@@ -237,18 +237,20 @@ fn cli_run_reports_every_outcome_with_its_exit_status() {
     );
 }
 
+/// `preflight run` of required-metadata on `object` in text form, with `extra` arguments.
+fn run_required_metadata(object: &str, extra: &[&str]) -> (i32, String) {
+    let check = build_check("required-metadata");
+    let (object, config) = (fixture(object), fixture("required-metadata-config.yaml"));
+    let mut args = vec!["run", "--check", check.to_str().unwrap()];
+    args.extend(["--object", object.to_str().unwrap()]);
+    args.extend(["--config", config.to_str().unwrap()]);
+    args.extend(extra);
+    preflight(&args)
+}
+
 #[test]
 fn cli_run_text_output_names_the_action() {
-    let check = build_check("required-metadata");
-    let (status, stdout) = preflight(&[
-        "run",
-        "--check",
-        check.to_str().unwrap(),
-        "--object",
-        fixture("app-waiting.yaml").to_str().unwrap(),
-        "--config",
-        fixture("required-metadata-config.yaml").to_str().unwrap(),
-    ]);
+    let (status, stdout) = run_required_metadata("app-waiting.yaml", &[]);
     assert_eq!(status, 3);
     assert!(stdout.contains("proceed   no"), "{stdout}");
     assert!(stdout.contains("action    await-change"), "{stdout}");
@@ -256,18 +258,8 @@ fn cli_run_text_output_names_the_action() {
 
 #[test]
 fn cli_run_caps_an_absurd_timeout_instead_of_crashing() {
-    let check = build_check("required-metadata");
-    let (status, stdout) = preflight(&[
-        "run",
-        "--check",
-        check.to_str().unwrap(),
-        "--object",
-        fixture("app-ready.yaml").to_str().unwrap(),
-        "--config",
-        fixture("required-metadata-config.yaml").to_str().unwrap(),
-        "--timeout",
-        "18446744073709551615s",
-    ]);
+    let (status, stdout) =
+        run_required_metadata("app-ready.yaml", &["--timeout", "18446744073709551615s"]);
     assert_eq!(status, 0, "{stdout}");
     assert!(stdout.contains("action    proceed"), "{stdout}");
 }
