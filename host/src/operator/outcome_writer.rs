@@ -13,6 +13,10 @@ use std::time::SystemTime;
 
 /// The annotation holding the condition (as JSON) on kinds without a status subresource.
 pub const CONDITION_ANNOTATION: &str = "preflight.dev/condition";
+/// Longest Event note the API server accepts.
+const MAX_EVENT_NOTE_BYTES: usize = 1024;
+/// Longest Event reason the API server accepts (a condition reason may be longer).
+const MAX_EVENT_REASON_BYTES: usize = 128;
 /// Attempts to write the condition when the object changes between read and write.
 const CONFLICT_ATTEMPTS: usize = 3;
 
@@ -114,7 +118,7 @@ impl OutcomeWriter {
         let event = Event {
             type_: EventType::Warning,
             reason: reason.to_owned(),
-            note: Some(note.chars().take(1000).collect()),
+            note: Some(clip(note, MAX_EVENT_NOTE_BYTES)),
             action: "LoadCheck".into(),
             secondary: None,
         };
@@ -136,8 +140,8 @@ impl OutcomeWriter {
             } else {
                 EventType::Normal
             },
-            reason: condition.reason.clone(),
-            note: Some(condition.message.chars().take(1000).collect()),
+            reason: clip(&condition.reason, MAX_EVENT_REASON_BYTES),
+            note: Some(clip(&condition.message, MAX_EVENT_NOTE_BYTES)),
             action: "Preflight".into(),
             secondary: None,
         };
@@ -189,4 +193,25 @@ async fn write(
         }
     }
     Ok(())
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn clip(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clip;
+
+    #[test]
+    fn clips_on_a_character_boundary() {
+        assert_eq!(clip("short", 128), "short");
+        assert_eq!(clip("ééé", 5), "éé");
+        assert_eq!(clip(&"x".repeat(2000), 1024).len(), 1024);
+    }
 }
