@@ -30,6 +30,8 @@
 //! `preflight run --check target/wasm32-wasip2/release/my_check.wasm --object object.yaml`.
 //! On the host's own target the same function can be unit-tested with [`testing::evaluate`].
 
+#![warn(missing_docs)]
+
 mod log;
 mod object;
 mod outcome;

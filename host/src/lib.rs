@@ -8,6 +8,8 @@
 //!   the same gate as a library ([`operator::Gate`]) to operators written with kube-rs;
 //! - the **CLI** (`preflight run | inspect | bench | operator`) drives the engine on a laptop or in a cluster.
 
+#![warn(missing_docs)]
+
 mod bindings;
 mod check;
 mod digest;
