@@ -681,3 +681,24 @@ async fn library_mode_gates_inside_your_own_reconcile() {
     );
     s.remove().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_a_checks_versions_resolves_its_kind_again() {
+    let s = Scenario::new("versions", "Lake", "required-metadata").await;
+    s.put("meta", &[TEAM_LABEL, ("versions", "v1")]).await;
+    s.create("tahoe", &[]).await;
+    let operator = s.operator().await;
+    s.wait("tahoe", "False", "RequiredMetadataMissing").await;
+
+    s.put("meta", &[TEAM_LABEL, ("versions", "v2")]).await;
+    let not_served = event(&s.client, &s.namespace, "KindNotServed").await;
+    assert!(
+        not_served
+            .note
+            .unwrap_or_default()
+            .contains("in versions v2"),
+        "the kind is resolved again with the new versions"
+    );
+    operator.stop().await;
+    s.remove().await;
+}

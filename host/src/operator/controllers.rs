@@ -2,7 +2,7 @@
 //! last check goes; each reconcile is the gate. Kinds are resolved through discovery; a kind the server does
 //! not serve yet (its CRD is missing) is reported and retried until it appears.
 
-use super::check_set::CheckSet;
+use super::check_set::{CheckSet, GateEntry};
 use super::gate::{Gate, controller_action, summarize};
 use super::kind::GatedKind;
 use super::metrics::{KindLabels, Metrics};
@@ -243,6 +243,20 @@ struct Running {
     task: JoinHandle<()>,
     resource: ApiResource,
     placement: Placement,
+    /// The `versions` setting the kind was resolved with.
+    versions: Vec<String>,
+}
+
+/// The `versions` setting of a kind's checks (the first good check's): what the kind is resolved with.
+fn versions_of(checks: &CheckSet, kind: &GatedKind) -> Vec<String> {
+    checks
+        .for_kind(kind)
+        .iter()
+        .find_map(|entry| match entry {
+            GateEntry::Ready(check) => Some(check.settings.versions.clone()),
+            GateEntry::Unavailable { .. } => None,
+        })
+        .unwrap_or_default()
 }
 
 /// Starts and stops controllers as the set of gated kinds changes, until `shutdown` turns true.
@@ -264,26 +278,29 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
                 release(&shared, &kind, &controller.resource, controller.placement).await;
             }
         }
+        // A kind whose checks now ask for other versions is resolved again.
+        let moved: Vec<GatedKind> = running
+            .iter()
+            .filter(|(kind, controller)| controller.versions != versions_of(&checks, kind))
+            .map(|(kind, _)| kind.clone())
+            .collect();
+        for kind in moved {
+            if let Some(controller) = running.remove(&kind) {
+                stop(&kind, controller.stop, controller.task).await;
+            }
+        }
         unresolved.retain(|kind, _| wanted.contains(kind));
         let missing: Vec<GatedKind> = wanted
             .into_iter()
             .filter(|kind| !running.contains_key(kind))
             .collect();
         for kind in missing {
-            let versions = checks
-                .for_kind(&kind)
-                .iter()
-                .find_map(|entry| match entry {
-                    super::check_set::GateEntry::Ready(check) => {
-                        Some(check.settings.versions.clone())
-                    }
-                    super::check_set::GateEntry::Unavailable { .. } => None,
-                })
-                .unwrap_or_default();
+            let versions = versions_of(&checks, &kind);
             match resolve(&shared.client, &kind, &versions).await {
                 Ok((resource, placement)) => {
                     unresolved.remove(&kind);
-                    running.insert(kind.clone(), start(&shared, kind, resource, placement));
+                    let controller = start(&shared, kind.clone(), resource, placement, versions);
+                    running.insert(kind, controller);
                 }
                 Err(problem) => {
                     if unresolved.get(&kind) != Some(&problem) {
@@ -315,6 +332,7 @@ fn start(
     kind: GatedKind,
     resource: ApiResource,
     placement: Placement,
+    versions: Vec<String>,
 ) -> Running {
     info!(%kind, version = %resource.version, ?placement, "starting controller");
     let context = Arc::new(KindContext {
@@ -332,6 +350,7 @@ fn start(
         task,
         resource,
         placement,
+        versions,
     }
 }
 
