@@ -68,7 +68,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 async fn reconcile(app: Arc<DynamicObject>, context: Arc<Context>) -> Result<Action, kube::Error> {
     // 1. The gate: not now? Return its action.
     let object = serde_json::to_value(app.as_ref()).map_err(kube::Error::SerdeError)?;
-    let gated = context.gate.evaluate(&context.kind, &object).await;
+    let gated = context.gate.evaluate(&context.kind, object).await;
     if !gated.proceed() {
         println!(
             "{}: not now: {} ({})",

@@ -663,7 +663,7 @@ async fn library_mode_gates_inside_your_own_reconcile() {
     )
     .await;
     let gated = gate
-        .evaluate(&kind, &serde_json::to_value(&ready).unwrap())
+        .evaluate(&kind, serde_json::to_value(&ready).unwrap())
         .await;
     assert!(gated.proceed(), "{:?}", gated.summary);
     assert_eq!(
@@ -671,7 +671,7 @@ async fn library_mode_gates_inside_your_own_reconcile() {
         ControllerAction::await_change()
     );
     let gated = gate
-        .evaluate(&kind, &serde_json::to_value(&waiting).unwrap())
+        .evaluate(&kind, serde_json::to_value(&waiting).unwrap())
         .await;
     assert!(!gated.proceed());
     assert_eq!(gated.summary.reason, "DependencyMissing");

@@ -200,13 +200,12 @@ pub fn from_config_map(
         .map_err(|problem| problems.push(problem))
         .ok();
     if let (Some(component), Some(pinned)) = (&component, text("sha256")) {
-        match Digest::parse(pinned) {
-            None => problems.push(format!("sha256 `{pinned}` is not 64 hexadecimal digits")),
-            Some(pinned) if pinned != Digest::of(component) => problems.push(format!(
-                "the component's sha256 is {}, not the pinned {pinned}",
-                Digest::of(component)
+        match (Digest::parse(pinned), Digest::of(component)) {
+            (None, _) => problems.push(format!("sha256 `{pinned}` is not 64 hexadecimal digits")),
+            (Some(pinned), actual) if pinned != actual => problems.push(format!(
+                "the component's sha256 is {actual}, not the pinned {pinned}"
             )),
-            Some(_) => {}
+            _ => {}
         }
     }
     match (gates, component) {
@@ -233,19 +232,17 @@ pub fn from_config_map(
 /// The component: `binaryData[check.wasm]`, or the only `binaryData` entry; decompressed when it starts
 /// with the zstd or gzip magic number.
 fn read_component(config_map: &ConfigMap) -> Result<Vec<u8>, String> {
-    let binary = config_map.binary_data.as_ref();
-    let entry = match binary.map(|entries| (entries.len(), entries.get(COMPONENT_KEY))) {
-        None | Some((0, _)) => {
-            return Err(
-                "it carries no component: put the .wasm in binaryData (kubectl create configmap --from-file=check.wasm)"
-                    .into(),
-            );
-        }
-        Some((_, Some(entry))) => entry,
-        Some((1, None)) => binary
-            .and_then(|entries| entries.values().next())
-            .ok_or("no component")?,
-        Some((_, None)) => {
+    let entries = config_map
+        .binary_data
+        .as_ref()
+        .filter(|entries| !entries.is_empty())
+        .ok_or(
+            "it carries no component: put the .wasm in binaryData (kubectl create configmap --from-file=check.wasm)",
+        )?;
+    let entry = match entries.get(COMPONENT_KEY) {
+        Some(entry) => entry,
+        None if entries.len() == 1 => entries.values().next().ok_or("no component")?,
+        None => {
             return Err(format!(
                 "it carries several binaryData entries and none is named {COMPONENT_KEY}"
             ));

@@ -76,7 +76,7 @@ impl CheckWatcher {
                 Ok(watcher::Event::Init) => listed.clear(),
                 Ok(watcher::Event::InitApply(config_map)) => {
                     listed.insert(check_name(&config_map));
-                    initial.push(loader.apply(&config_map));
+                    initial.push(loader.apply(config_map));
                 }
                 Ok(watcher::Event::InitDone) => {
                     for load in initial.drain(..) {
@@ -88,7 +88,7 @@ impl CheckWatcher {
                     }
                     synced.send_replace(true);
                 }
-                Ok(watcher::Event::Apply(config_map)) => drop(loader.apply(&config_map)),
+                Ok(watcher::Event::Apply(config_map)) => drop(loader.apply(config_map)),
                 Ok(watcher::Event::Delete(config_map)) => loader.delete(&check_name(&config_map)),
                 Err(error) => error!(%error, "watching check ConfigMaps"),
             }
@@ -109,32 +109,31 @@ const PARALLEL_COMPILES: usize = 2;
 
 impl Loader {
     /// Starts loading the ConfigMap's version in the background.
-    fn apply(self: &Arc<Self>, config_map: &ConfigMap) -> tokio::task::JoinHandle<()> {
-        let name = check_name(config_map);
+    fn apply(self: &Arc<Self>, config_map: ConfigMap) -> tokio::task::JoinHandle<()> {
+        let name = check_name(&config_map);
         let sequence = self.supersede(&name);
-        let parsed = check_source::from_config_map(config_map, &self.watcher.default_limits);
         let loader = self.clone();
         tokio::spawn(async move {
-            let loaded = match parsed {
-                Ok(source) => {
-                    // The semaphore is never closed: acquiring only waits for a slot.
-                    let _slot = loader.compile_slots.acquire().await.ok();
-                    if !loader.is_newest(&name, sequence) {
-                        return;
-                    }
-                    let engine = loader.watcher.engine.clone();
-                    tokio::task::spawn_blocking(move || LoadedCheck::load(&engine, source))
-                        .await
-                        .unwrap_or_else(|join_error| {
-                            Err(Rejection {
-                                gates: None,
-                                failure_policy: Default::default(),
-                                problem: format!("compilation did not finish: {join_error}"),
-                            })
-                        })
-                }
-                Err(rejection) => Err(rejection),
-            };
+            // The semaphore is never closed: acquiring only waits for a slot.
+            let _slot = loader.compile_slots.acquire().await.ok();
+            if !loader.is_newest(&name, sequence) {
+                return;
+            }
+            let engine = loader.watcher.engine.clone();
+            let defaults = loader.watcher.default_limits;
+            // Decompressing and compiling are CPU-heavy: off the async workers.
+            let loaded = tokio::task::spawn_blocking(move || {
+                let source = check_source::from_config_map(&config_map, &defaults)?;
+                LoadedCheck::load(&engine, source)
+            })
+            .await
+            .unwrap_or_else(|join_error| {
+                Err(Rejection {
+                    gates: None,
+                    failure_policy: Default::default(),
+                    problem: format!("compilation did not finish: {join_error}"),
+                })
+            });
             loader.settle(&name, sequence, loaded).await;
         })
     }

@@ -70,7 +70,7 @@ pub fn find(conditions: Option<&serde_json::Value>) -> Option<PreflightCondition
         .as_array()?
         .iter()
         .find(|condition| condition.get("type").and_then(|t| t.as_str()) == Some(CONDITION_TYPE))
-        .and_then(|condition| serde_json::from_value(condition.clone()).ok())
+        .and_then(|condition| PreflightCondition::deserialize(condition).ok())
 }
 
 /// The conditions list with `ours` in place of the `Preflight` entry (appended when absent); every other

@@ -68,7 +68,7 @@ async fn reconcile(
     context: Arc<KindContext>,
 ) -> Result<ControllerAction, ReconcileError> {
     let json = serde_json::to_value(object.as_ref())?;
-    let result = context.shared.gate.evaluate(&context.kind, &json).await;
+    let result = context.shared.gate.evaluate(&context.kind, json).await;
     context
         .shared
         .metrics
@@ -135,10 +135,25 @@ fn gate_inputs(object: &DynamicObject) -> Option<u64> {
     if let Some(fields) = object.data.as_object() {
         for (key, value) in fields.iter().filter(|(key, _)| key.as_str() != "status") {
             key.hash(&mut hasher);
-            value.to_string().hash(&mut hasher);
+            // Streamed into the hasher: no copy of the field as text.
+            let _ = serde_json::to_writer(HashWriter(&mut hasher), value);
         }
     }
     Some(hasher.finish())
+}
+
+/// Feeds what is written into a hasher.
+struct HashWriter<'a>(&'a mut DefaultHasher);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Ticks whenever the checks of `kind` change: every object of the kind is then re-checked.

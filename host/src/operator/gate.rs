@@ -80,15 +80,21 @@ impl Gate {
 
     /// Runs every check of `kind` on `object` (a Kubernetes object as JSON) in order and decides. Never
     /// fails: whatever a check does ends up classified in the result.
-    pub async fn evaluate(&self, kind: &GatedKind, object: &serde_json::Value) -> GateResult {
-        let target = Target::of_object(object);
-        let request_object = without_managed_fields(object);
-        let now = SystemTime::now();
+    pub async fn evaluate(&self, kind: &GatedKind, object: serde_json::Value) -> GateResult {
+        let target = Target::of_object(&object);
+        let key = object_key(&object, &target);
+        // One request for every check of the object; only the configuration changes between checks.
+        let mut request = Request {
+            object: without_managed_fields(object),
+            config: String::new(),
+            target,
+            now: SystemTime::now(),
+        };
         let mut runs = Vec::new();
         for entry in self.checks.for_kind(kind) {
             let run = match entry {
-                GateEntry::Ready(check) if applies(&check, &target) => {
-                    self.run(&check, &request_object, &target, now).await
+                GateEntry::Ready(check) if applies(&check, &request.target) => {
+                    self.run(&check, &mut request).await
                 }
                 GateEntry::Ready(_) => continue,
                 GateEntry::Unavailable {
@@ -107,7 +113,6 @@ impl Gate {
             };
             runs.push(run);
         }
-        let key = object_key(object, &target);
         let decision = {
             let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
             let decision = decide(runs.iter().map(|run| &run.outcome), failures.get(&key));
@@ -121,22 +126,11 @@ impl Gate {
         }
     }
 
-    async fn run(
-        &self,
-        check: &LoadedCheck,
-        object: &str,
-        target: &Target,
-        now: SystemTime,
-    ) -> CheckRun {
-        let request = Request {
-            object: object.to_owned(),
-            config: check.settings.config.clone(),
-            target: target.clone(),
-            now,
-        };
+    async fn run(&self, check: &LoadedCheck, request: &mut Request) -> CheckRun {
+        request.config.clone_from(&check.settings.config);
         let evaluation = self
             .engine
-            .evaluate(&check.check, &request, &check.settings.limits)
+            .evaluate(&check.check, request, &check.settings.limits)
             .await;
         with_policy(
             check.settings.name.clone(),
@@ -201,8 +195,7 @@ fn applies(check: &LoadedCheck, target: &Target) -> bool {
 
 /// The object as JSON without `metadata.managedFields`: bookkeeping no check needs, often the largest part
 /// of an object.
-fn without_managed_fields(object: &serde_json::Value) -> String {
-    let mut object = object.clone();
+fn without_managed_fields(mut object: serde_json::Value) -> String {
     if let Some(metadata) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
         metadata.remove("managedFields");
     }
@@ -532,7 +525,7 @@ mod tests {
     fn strips_managed_fields_only() {
         let object = serde_json::json!({"metadata": {"name": "a", "managedFields": [{"manager": "kubectl"}]}, "spec": {}});
         assert_eq!(
-            without_managed_fields(&object),
+            without_managed_fields(object),
             r#"{"metadata":{"name":"a"},"spec":{}}"#
         );
     }
