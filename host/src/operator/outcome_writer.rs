@@ -9,6 +9,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
+use std::borrow::Cow;
 use std::time::SystemTime;
 
 /// The annotation holding the condition (as JSON) on kinds without a status subresource.
@@ -74,7 +75,8 @@ impl OutcomeWriter {
             None => Api::all_with(self.client.clone(), resource),
         };
         let name = object.name_any();
-        let mut current = object.clone();
+        // Borrowed until a write conflict makes a fresh read necessary: the steady state copies nothing.
+        let mut current = Cow::Borrowed(object);
         let mut attempt = 1;
         loop {
             let existing = existing_condition(&current, placement);
@@ -97,7 +99,7 @@ impl OutcomeWriter {
                     if status.code == 409 && attempt < CONFLICT_ATTEMPTS =>
                 {
                     attempt += 1;
-                    current = api.get(&name).await?;
+                    current = Cow::Owned(api.get(&name).await?);
                 }
                 Err(error) => return Err(error),
             }
