@@ -1,6 +1,6 @@
 //! A loaded check: compiled once per digest, pre-instantiated, ready for a fresh instance per evaluation.
 
-use crate::bindings::{CONTRACT_VERSION, PreflightCheckPre};
+use crate::bindings::PreflightCheckPre;
 use crate::digest::Digest;
 use crate::guest_state::GuestState;
 
@@ -31,10 +31,11 @@ impl Check {
         pre: PreflightCheckPre<GuestState>,
         digest: Digest,
         size: usize,
+        contract_version: &str,
         imports: Vec<String>,
         exports: Vec<String>,
     ) -> Self {
-        let world = format!("preflight:check/preflight-check@{CONTRACT_VERSION}");
+        let world = format!("preflight:check/preflight-check@{contract_version}");
         Self {
             pre,
             info: CheckInfo {

@@ -1,12 +1,14 @@
 //! The engine: validates and compiles checks (once per digest), and runs each evaluation in a fresh
 //! instance from a pooling allocator, under a time, memory and result-size budget.
 
-use crate::bindings::{CheckRequest, Datetime, PreflightCheckPre, PreflightResult, Target};
+use crate::bindings::{
+    CONTRACT_VERSION, CheckRequest, Datetime, PreflightCheckPre, PreflightResult, Target,
+};
 use crate::check::Check;
 use crate::digest::Digest;
 use crate::disk_cache::DiskCache;
 use crate::error::Error;
-use crate::guest_state::{GuestState, MemoryLimitExceeded, TableLimitExceeded};
+use crate::guest_state::{GuestState, LOG_BYTES_CAP, MemoryLimitExceeded, TableLimitExceeded};
 use crate::imports;
 use crate::limits::Limits;
 use crate::outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
@@ -139,19 +141,23 @@ impl Engine {
         validate::check_header(bytes)?;
         let component = self.compile(bytes, digest)?;
         let interface = Interface::of(&component, &self.engine);
-        interface.check_contract(&component, &self.engine)?;
+        let evaluate_export = interface.check_contract(&component, &self.engine)?;
+        let contract_version = evaluate_export
+            .rsplit_once('@')
+            .map_or(CONTRACT_VERSION, |(_, version)| version);
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|error| {
             Error::InvalidComponent(format!("its imports do not match the host's: {error:#}"))
         })?;
         let pre = PreflightCheckPre::new(instance_pre).map_err(|error| {
             Error::InvalidComponent(format!(
-                "its exports do not match preflight:check@0.1.0: {error:#}"
+                "its exports do not match preflight:check@{CONTRACT_VERSION}: {error:#}"
             ))
         })?;
         let check = Arc::new(Check::new(
             pre,
             digest,
             bytes.len(),
+            contract_version,
             interface.imports,
             interface.exports,
         ));
@@ -164,15 +170,22 @@ impl Engine {
     /// Runs `check` on `request` in a fresh instance. Never fails and never panics on anything the check
     /// does: every failure is classified in the returned [`Evaluation`]. `limits.memory_bytes` is capped at
     /// the engine's [`EngineConfig::max_memory_bytes`].
+    ///
+    /// `limits.timeout` is wall-clock time for the whole evaluation, from instantiation to the result, host
+    /// calls included: a check blocked in a host call (a sleep, and any future I/O import) is cut off at
+    /// its deadline like one that computes. While it computes, the check yields to other tasks every epoch
+    /// tick through `tokio::task::yield_now`, so that checks spinning on every worker thread cannot starve
+    /// the rest of the process. Waiting for a free pool slot does not count against the limit.
     pub async fn evaluate(&self, check: &Check, request: &Request, limits: &Limits) -> Evaluation {
         // The semaphore is never closed, so acquiring only waits for a free pool slot.
         let _slot = self.slots.acquire().await.ok();
         let started = Instant::now();
         let mut store = Store::new(
             &self.engine,
-            GuestState::new(limits.memory_bytes.min(self.max_memory_bytes)),
+            GuestState::new(limits.memory_bytes.min(self.max_memory_bytes), request.now),
         );
         store.limiter(|state| state);
+        store.set_hostcall_fuel(hostcall_budget(limits));
         let timeout = limits.timeout.min(Limits::MAX_TIMEOUT);
         let deadline = started + timeout;
         store.set_epoch_deadline(1);
@@ -180,22 +193,30 @@ impl Engine {
             if Instant::now() >= deadline {
                 Err(wasmtime::Error::new(DeadlineExceeded(timeout)))
             } else {
-                Ok(UpdateDeadline::Yield(1))
+                // tokio runs a task woken by a plain `Yield` next, on the same worker; `yield_now` puts it
+                // behind the other ready tasks and the I/O driver.
+                Ok(UpdateDeadline::YieldCustom(
+                    1,
+                    Box::pin(tokio::task::yield_now()),
+                ))
             }
         });
-        let result = match check.pre.instantiate_async(&mut store).await {
-            Ok(instance) => {
-                instance
-                    .preflight_check_evaluate()
-                    .call_check(&mut store, &to_wit(request))
-                    .await
-            }
-            Err(error) => Err(error),
+        let run = async {
+            let instance = check.pre.instantiate_async(&mut store).await?;
+            instance
+                .preflight_check_evaluate()
+                .call_check(&mut store, &to_wit(request))
+                .await
         };
+        // The epoch callback only fires while wasm runs; this deadline also ends host calls (dropping the
+        // future unwinds the guest's stack and frees its slot).
+        let result = tokio::time::timeout_at(deadline.into(), run)
+            .await
+            .unwrap_or_else(|_| Err(wasmtime::Error::new(DeadlineExceeded(timeout))));
         let duration = started.elapsed();
         let outcome = match result {
             Ok(result) => verdict_of(result, limits),
-            Err(error) => Err(classify(&error, store.data())),
+            Err(error) => Err(classify(&error, store.data(), limits)),
         };
         let state = store.into_data();
         Evaluation {
@@ -334,10 +355,45 @@ fn is_valid_reason(reason: &str) -> bool {
     }
 }
 
-/// Names what stopped a check: its time, its memory, or a trap (quoting the last error it logged).
-fn classify(error: &wasmtime::Error, state: &GuestState) -> Failure {
+/// How many bytes a check may pass to the host in one call (its result, a log line, a write to stderr):
+/// wasmtime copies them into host memory before the host sees them, so this bounds what a huge result costs
+/// the host. Above the result cap, so that a result just over it is refused with its exact size.
+fn hostcall_budget(limits: &Limits) -> usize {
+    limits
+        .max_result_bytes
+        .saturating_mul(2)
+        .max(LOG_BYTES_CAP)
+        .saturating_add(HOSTCALL_OVERHEAD_BYTES)
+}
+
+/// Room in the host-call budget for what is not text: the record's fields, lengths and alignment.
+const HOSTCALL_OVERHEAD_BYTES: usize = 4 << 10;
+
+/// How wasmtime says that a guest passed more than the host-call budget (its error type is private).
+const HOSTCALL_BUDGET_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
+
+/// Longest quote of a check's stderr in a failure message.
+const STDERR_QUOTE_BYTES: usize = 2 << 10;
+
+/// Names what stopped a check: its time, its memory, an oversized result, or a trap (quoting the last error
+/// it logged and the end of its stderr, where language runtimes print panics).
+fn classify(error: &wasmtime::Error, state: &GuestState, limits: &Limits) -> Failure {
     if let Some(deadline) = error.downcast_ref::<DeadlineExceeded>() {
         return Failure::new(FailureKind::Timeout, deadline.to_string());
+    }
+    if error
+        .chain()
+        .any(|cause| cause.to_string().contains(HOSTCALL_BUDGET_EXHAUSTED))
+    {
+        return Failure::new(
+            FailureKind::InvalidResult,
+            format!(
+                "the check passed more than {} bytes to the host in one call (its result or a log \
+                 line), refused before the copy; the limit is {} bytes of reason, message and error",
+                hostcall_budget(limits),
+                limits.max_result_bytes
+            ),
+        );
     }
     if let Some(memory) = error.downcast_ref::<MemoryLimitExceeded>() {
         return Failure::new(FailureKind::MemoryLimit, memory.to_string());
@@ -355,10 +411,29 @@ fn classify(error: &wasmtime::Error, state: &GuestState) -> Failure {
     } else {
         format!("the check failed: {error:#}")
     };
-    match state.last_error_line() {
-        Some(line) => Failure::new(FailureKind::Trap, format!("{what}; it last logged: {line}")),
-        None => Failure::new(FailureKind::Trap, what),
+    let mut message = what;
+    if let Some(line) = state.last_error_line() {
+        message += &format!("; it last logged: {line}");
     }
+    if let Some(stderr) = state.stderr.text() {
+        message += &format!(
+            "; its stderr ended with: {}",
+            tail(&stderr, STDERR_QUOTE_BYTES)
+        );
+    }
+    Failure::new(FailureKind::Trap, message)
+}
+
+/// The last `max` bytes of `text`, cut on a character boundary, marked with an ellipsis when cut.
+fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
 }
 
 /// Advances the engine's epoch on a dedicated thread, so that timeouts fire even when every async worker

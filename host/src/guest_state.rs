@@ -1,12 +1,15 @@
-//! The per-evaluation state of a store: the memory budget and the check's log lines.
+//! The per-evaluation state of a store: the memory budget, the check's log lines and stderr, and the
+//! WASI context (a wall clock that reads the request's time).
 
 use crate::bindings::{self, Level};
+use crate::stderr_tail::StderrTail;
 use std::fmt;
+use std::time::{Duration, SystemTime};
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
 /// How many bytes of log lines one evaluation may keep; further lines are counted and dropped.
-const LOG_BYTES_CAP: usize = 16 << 10;
+pub(crate) const LOG_BYTES_CAP: usize = 16 << 10;
 /// Largest table a check may grow (elements).
 const TABLE_ELEMENTS_CAP: usize = 100_000;
 
@@ -64,23 +67,28 @@ pub(crate) struct TableLimitExceeded {
 /// Data of one store: created for one evaluation, dropped with it.
 pub(crate) struct GuestState {
     memory_limit: usize,
+    /// The request's time: what `wasi:clocks/wall-clock` reads, so that an evaluation replays exactly.
+    now: SystemTime,
     /// Built on first use: most Rust checks never touch WASI, and building it costs more than an instance.
     wasi: Option<WasiCtx>,
     table: ResourceTable,
     pub logs: Vec<LogLine>,
     pub logs_dropped: usize,
     log_bytes: usize,
+    pub stderr: StderrTail,
 }
 
 impl GuestState {
-    pub fn new(memory_limit: usize) -> Self {
+    pub fn new(memory_limit: usize, now: SystemTime) -> Self {
         Self {
             memory_limit,
+            now,
             wasi: None,
             table: ResourceTable::new(),
             logs: Vec::new(),
             logs_dropped: 0,
             log_bytes: 0,
+            stderr: StderrTail::default(),
         }
     }
 
@@ -144,12 +152,36 @@ impl bindings::preflight::check::log::Host for GuestState {
 impl bindings::preflight::check::types::Host for GuestState {}
 
 impl WasiView for GuestState {
-    /// The default context is locked down: no preopens, no environment, no arguments, closed stdin,
-    /// discarded stdout and stderr, and sockets that deny every address (and are not linked anyway).
+    /// The context is locked down: no preopens, no environment, no arguments, closed stdin, discarded
+    /// stdout, stderr kept only in a small tail (quoted when the check traps), sockets that deny every
+    /// address (and are not linked anyway), and a wall clock stopped at the request's time.
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let (now, stderr) = (self.now, &self.stderr);
         WasiCtxView {
-            ctx: self.wasi.get_or_insert_with(|| WasiCtx::builder().build()),
+            ctx: self.wasi.get_or_insert_with(|| {
+                WasiCtx::builder()
+                    .wall_clock(StoppedWallClock(now))
+                    .stderr(stderr.clone())
+                    .build()
+            }),
             table: &mut self.table,
         }
+    }
+}
+
+/// A wall clock that always reads one instant: the request's `now`. A check that asks the clock for the
+/// date (as most languages' date libraries do) sees the same time as the request carries, so an
+/// evaluation replayed with `--now` is exact. Durations are measured with the monotonic clock, which is real.
+struct StoppedWallClock(SystemTime);
+
+impl HostWallClock for StoppedWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(1)
+    }
+
+    fn now(&self) -> Duration {
+        self.0
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
     }
 }

@@ -7,6 +7,7 @@
 
 use crate::bindings::{CONTRACT_VERSION, PreflightCheck};
 use crate::guest_state::GuestState;
+use crate::validate::{minor, same_minor};
 use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
@@ -75,10 +76,8 @@ impl HasData for ResourceTableOf {
 /// Whether the host provides `import` (`namespace:package/interface@version`) at a semver-compatible version.
 pub(crate) fn is_provided(import: &str) -> bool {
     let (interface, version) = import.split_once('@').unwrap_or((import, ""));
-    let minor_of = |version: &str| version.split('.').take(2).collect::<Vec<_>>().join(".");
-    let contract_minor = minor_of(CONTRACT_VERSION);
-    (PREFLIGHT_INTERFACES.contains(&interface) && minor_of(version) == contract_minor)
-        || (WASI_INTERFACES.contains(&interface) && minor_of(version) == WASI_VERSION)
+    (PREFLIGHT_INTERFACES.contains(&interface) && same_minor(version, CONTRACT_VERSION))
+        || (WASI_INTERFACES.contains(&interface) && minor(version) == WASI_VERSION)
 }
 
 #[cfg(test)]

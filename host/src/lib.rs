@@ -22,6 +22,7 @@ mod limits;
 pub mod measure;
 mod outcome;
 mod request;
+mod stderr_tail;
 mod validate;
 
 pub use check::{Check, CheckInfo};

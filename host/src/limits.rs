@@ -5,7 +5,8 @@ use std::time::Duration;
 /// Limits applied to every evaluation of a check. The defaults suit a check that parses one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock budget, instantiation included; enforced by epoch interruption, at most [`Limits::MAX_TIMEOUT`].
+    /// Wall-clock budget of the whole evaluation, instantiation and host calls included (epoch interruption
+    /// while wasm runs, a deadline around the call otherwise); at most [`Limits::MAX_TIMEOUT`].
     pub timeout: Duration,
     /// Cap on the check's linear memory, in bytes.
     pub memory_bytes: usize,

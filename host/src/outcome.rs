@@ -17,6 +17,18 @@ pub struct Verdict {
     pub message: String,
 }
 
+impl Verdict {
+    /// The reason for a status condition: the check's own, or `Proceed` / `NotReady` when it gave none.
+    /// The operator and the CLI both show this one.
+    pub fn condition_reason(&self) -> &str {
+        match (self.reason.as_str(), self.proceed) {
+            ("", true) => "Proceed",
+            ("", false) => "NotReady",
+            (reason, _) => reason,
+        }
+    }
+}
+
 /// How an evaluation failed. The first four are retried with backoff; the last two wait for a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FailureKind {

@@ -57,13 +57,18 @@ impl Interface {
         }
     }
 
-    /// Checks that the component exports `evaluate.check` of this contract version and imports only what
-    /// the host provides. Signature mismatches are found later, when the host pre-instantiates it.
+    /// Checks, in this order, that the component is built for a contract version this host serves (a
+    /// `0.1.y` `evaluate` export, whatever `y`: patch releases only add interfaces), that it imports only
+    /// what the host provides, and that its `evaluate` export has the `check` function. The version comes
+    /// first: a check of a future contract is told so, not that it wants something the host refuses.
+    /// Signature mismatches are found later, when the host pre-instantiates it. Returns the name of the
+    /// `evaluate` export (with the check's contract version).
     pub fn check_contract(
         &self,
         component: &wasmtime::component::Component,
         engine: &wasmtime::Engine,
-    ) -> Result<(), Error> {
+    ) -> Result<String, Error> {
+        let evaluate_export = self.evaluate_export()?;
         let unsupported: Vec<&str> = self
             .imports
             .iter()
@@ -73,49 +78,68 @@ impl Interface {
         if !unsupported.is_empty() {
             return Err(Error::InvalidComponent(format!(
                 "it imports what the host does not provide: {}. Checks get no filesystem, network or \
-                 environment: they log through preflight:check/log and get the object and time in the request",
+                 environment: they log through preflight:check/log and get the object and time in the \
+                 request; an interface of a newer 0.1.x contract needs a newer host",
                 unsupported.join(", ")
             )));
         }
         let component_type = component.component_type();
         let Some(ComponentItem::ComponentInstance(evaluate)) = component_type
-            .get_export(engine, EVALUATE_EXPORT)
+            .get_export(engine, evaluate_export)
             .map(|export| export.ty)
         else {
-            return Err(Error::InvalidComponent(self.describe_missing_export()));
+            return Err(Error::InvalidComponent(format!(
+                "its {evaluate_export} export is not an interface"
+            )));
         };
         if evaluate.get_export(engine, CHECK_FUNCTION).is_none() {
             return Err(Error::InvalidComponent(format!(
-                "its {EVALUATE_EXPORT} export has no `{CHECK_FUNCTION}` function"
+                "its {evaluate_export} export has no `{CHECK_FUNCTION}` function"
             )));
         }
-        Ok(())
+        Ok(evaluate_export.to_owned())
     }
 
-    fn describe_missing_export(&self) -> String {
+    /// The name of the component's `evaluate` export when it is of a contract version this host serves.
+    fn evaluate_export(&self) -> Result<&str, Error> {
         let (interface, _) = EVALUATE_EXPORT
             .split_once('@')
             .unwrap_or((EVALUATE_EXPORT, ""));
-        if let Some(other) = self
-            .exports
-            .iter()
-            .find(|name| name.starts_with(&format!("{interface}@")))
-        {
-            return format!(
-                "it exports {other}, but this host implements preflight:check@{CONTRACT_VERSION}; \
-                 build the check against that version or run a host that supports it"
-            );
+        let versioned = self.exports.iter().find_map(|name| {
+            let version = name.strip_prefix(interface)?.strip_prefix('@')?;
+            Some((name.as_str(), version))
+        });
+        match versioned {
+            Some((name, version)) if same_minor(version, CONTRACT_VERSION) => Ok(name),
+            Some((_, version)) => Err(Error::InvalidComponent(format!(
+                "it is built for contract preflight:check@{version}; this host serves \
+                 preflight:check@{}.x. Build the check against that version or run a host that serves {version}",
+                minor(CONTRACT_VERSION)
+            ))),
+            None => {
+                let exports = if self.exports.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    self.exports.join(", ")
+                };
+                Err(Error::InvalidComponent(format!(
+                    "it does not export {EVALUATE_EXPORT} (it exports {exports}): is it built for the \
+                     preflight:check/preflight-check world?"
+                )))
+            }
         }
-        let exports = if self.exports.is_empty() {
-            "nothing".to_owned()
-        } else {
-            self.exports.join(", ")
-        };
-        format!(
-            "it does not export {EVALUATE_EXPORT} (it exports {exports}): is it built for the \
-             preflight:check/preflight-check world?"
-        )
     }
+}
+
+/// `major.minor` of a version (`0.1` of `0.1.7`).
+pub(crate) fn minor(version: &str) -> String {
+    version.split('.').take(2).collect::<Vec<_>>().join(".")
+}
+
+/// Whether two versions share `major.minor`: the semver rule for `0.x` versions, under which a host of
+/// `0.1.0` serves a check of `0.1.7` (patch releases only add interfaces; imports are checked on their own).
+pub(crate) fn same_minor(version: &str, other: &str) -> bool {
+    version.split('.').count() == 3 && minor(version) == minor(other)
 }
 
 #[cfg(test)]
@@ -130,5 +154,15 @@ mod tests {
         assert!(message(b"\0asm\x01\0\0\0").contains("core WebAssembly module"));
         assert!(message(b"\0asm\x0d\0\x07\0").contains("unknown WebAssembly encoding"));
         assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+
+    #[test]
+    fn any_patch_of_the_served_minor_is_served() {
+        assert!(same_minor("0.1.0", "0.1.0"));
+        assert!(same_minor("0.1.7", "0.1.0"));
+        assert!(!same_minor("0.2.0", "0.1.0"));
+        assert!(!same_minor("0.9.0", "0.1.0"));
+        assert!(!same_minor("1.1.0", "0.1.0"));
+        assert!(!same_minor("0.1", "0.1.0"));
     }
 }

@@ -152,16 +152,35 @@ async fn required_metadata_blocks_without_requeue() {
     assert_eq!(action, PROCEED);
 }
 
-/// Runs `preflight` and returns its exit status and standard output.
-fn preflight(args: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_preflight"))
+/// How long one `preflight` command may run in these tests before it is killed and the test fails.
+const COMMAND_BOUND: Duration = Duration::from_secs(60);
+
+/// Runs `preflight` and returns its exit status and standard output; kills it and fails the test if it
+/// runs longer than `bound`.
+fn preflight_within(bound: Duration, args: &[&str]) -> (i32, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_preflight"))
         .args(args)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > bound {
+            child.kill().unwrap();
+            panic!("preflight {args:?} still running after {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8(output.stdout).unwrap(),
     )
+}
+
+/// Runs `preflight` and returns its exit status and standard output.
+fn preflight(args: &[&str]) -> (i32, String) {
+    preflight_within(COMMAND_BOUND, args)
 }
 
 fn run_json(package: &str, object: &str, config: Option<&str>) -> (i32, Value) {
@@ -367,4 +386,43 @@ fn cli_bench_prints_latency_and_throughput() {
     );
     assert!(p50 > 0.0 && p50 <= p99, "{json}");
     assert!(json["concurrentPerSecond"].as_f64().unwrap() > 0.0);
+}
+
+/// `preflight run` of the misbehave check in `mode`, in text form, with `extra` arguments.
+fn run_misbehave(mode: &str, extra: &[&str], bound: Duration) -> (i32, String) {
+    let check = build_check("misbehave");
+    let object = fixture("app-ready.yaml");
+    let config = std::env::temp_dir().join(format!("preflight-misbehave-{mode}.json"));
+    std::fs::write(&config, format!(r#"{{"mode":"{mode}"}}"#)).unwrap();
+    let mut args = vec!["run", "--check", check.to_str().unwrap()];
+    args.extend(["--object", object.to_str().unwrap()]);
+    args.extend(["--config", config.to_str().unwrap()]);
+    args.extend(extra);
+    preflight_within(bound, &args)
+}
+
+#[test]
+fn cli_run_timeout_holds_while_the_check_sleeps() {
+    let (status, stdout) = run_misbehave("sleep", &["--timeout", "200ms"], Duration::from_secs(10));
+    assert_eq!(status, 4, "{stdout}");
+    assert!(stdout.contains("error     timeout:"), "{stdout}");
+}
+
+#[test]
+fn cli_run_now_is_the_time_the_guest_clock_reads() {
+    let (status, stdout) = run_misbehave("clock", &["--now", SATURDAY_NOON], COMMAND_BOUND);
+    assert_eq!(status, 0, "{stdout}");
+    assert!(stdout.contains("message   1796472000\n"), "{stdout}");
+}
+
+#[test]
+fn cli_run_text_names_the_default_reason_and_a_failure_once() {
+    let (status, stdout) = run_misbehave("no-reason", &[], COMMAND_BOUND);
+    assert_eq!(status, 3, "{stdout}");
+    assert!(stdout.contains("reason    NotReady\n"), "{stdout}");
+
+    let (status, stdout) = run_misbehave("panic", &[], COMMAND_BOUND);
+    assert_eq!(status, 4, "{stdout}");
+    assert_eq!(stdout.matches("the check trapped").count(), 1, "{stdout}");
+    assert!(stdout.contains("reason    CheckTrapped\n"), "{stdout}");
 }

@@ -702,3 +702,182 @@ async fn changing_a_checks_versions_resolves_its_kind_again() {
     operator.stop().await;
     s.remove().await;
 }
+
+/// Events in `namespace` about object `name` with `reason`.
+async fn events_about(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Vec<KubeEvent> {
+    let events: Api<KubeEvent> = Api::namespaced(client.clone(), namespace);
+    let list = events.list(&ListParams::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter(|event| event.reason.as_deref() == Some(reason))
+        .filter(|event| event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_condition_another_manager_removes_is_restored_at_once_and_our_writes_trigger_nothing() {
+    let s = Scenario::new("restore", "Volume", "required-metadata").await;
+    s.put("meta", &[TEAM_LABEL]).await;
+    s.create("v0", &[]).await;
+    let operator = s.operator().await;
+    s.wait("v0", "False", "RequiredMetadataMissing").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let settled = evaluations(&operator, &s.check("meta")).await;
+
+    // Another manager replaces the (atomic) conditions list with its own, without ours.
+    let api = s.kind.api(&s.client, &s.namespace);
+    let theirs = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Running",
+        "message": "replaced by another manager", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    api.patch_status("v0", &PatchParams::default(), &Patch::Merge(&theirs))
+        .await
+        .unwrap();
+    s.wait("v0", "False", "RequiredMetadataMissing").await;
+    let object = api.get("v0").await.unwrap();
+    assert_eq!(
+        object.data["status"]["conditions"][0], theirs["status"]["conditions"][0],
+        "their condition is kept beside ours"
+    );
+    let restored = evaluations(&operator, &s.check("meta")).await;
+    assert_eq!(restored, settled + 1, "one re-check restored it");
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        evaluations(&operator, &s.check("meta")).await,
+        restored,
+        "the restoring write did not trigger another re-check"
+    );
+    operator.stop().await;
+    s.remove().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_distinct_note_is_its_own_event() {
+    let s = Scenario::new("notes", "Service", "dependency-ready").await;
+    s.put("deps", &[("config", r#"{"available": []}"#)]).await;
+    let spec = |dependency: &str| json!({"dependsOn": [dependency]});
+    create_object(&s.client, &s.kind, &s.namespace, "web", spec("redis"), &[]).await;
+    let operator = s.operator().await;
+    let first = s.wait("web", "False", "DependencyMissing").await;
+    assert!(first.message.contains("redis"), "{first:?}");
+
+    // Later news with the same reason: waiting for another dependency.
+    s.kind
+        .api(&s.client, &s.namespace)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": spec("postgres")})),
+        )
+        .await
+        .unwrap();
+    let notes = eventually("an Event for each dependency", SOON, || async {
+        let events = events_about(&s.client, &s.namespace, "web", "DependencyMissing").await;
+        let notes: Vec<String> = events.into_iter().filter_map(|event| event.note).collect();
+        (notes.len() == 2).then_some(notes)
+    })
+    .await;
+    assert!(notes.iter().any(|note| note.contains("redis")), "{notes:?}");
+    assert!(
+        notes.iter().any(|note| note.contains("postgres")),
+        "{notes:?}"
+    );
+
+    // A check ConfigMap's second problem is shown too, not folded into the first one's Event.
+    s.put("broken", &[("timout", "1s")]).await;
+    event(&s.client, &s.namespace, "CheckRejected").await;
+    s.put("broken", &[("timeout", "forever")]).await;
+    let problems = eventually("an Event for each problem", SOON, || async {
+        let events = events_about(&s.client, &s.namespace, "broken", "CheckRejected").await;
+        let notes: Vec<String> = events.into_iter().filter_map(|event| event.note).collect();
+        (notes.len() == 2).then_some(notes)
+    })
+    .await;
+    assert!(
+        problems.iter().any(|note| note.contains("timout")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|note| note.contains("forever")),
+        "{problems:?}"
+    );
+    operator.stop().await;
+    s.remove().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transition_is_announced_before_its_condition_is_written() {
+    let client = preflight_kube_harness::admin_client().await;
+    let namespace = preflight_kube_harness::test_namespace(&client, "eventfirst").await;
+    // A kind whose status refuses any condition: every status write fails (as if the process died
+    // between the Event and the write), so only an Event published first can exist.
+    let group = format!("{namespace}.e2e.preflight.test");
+    preflight_kube_harness::apply_crd(
+        &client,
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("gauges.{group}")},
+            "spec": {
+                "group": group,
+                "names": {"kind": "Gauge", "plural": "gauges", "singular": "gauge"},
+                "scope": "Namespaced",
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "status": {"type": "object", "properties": {
+                            "conditions": {"type": "array", "maxItems": 0, "items": {
+                                "type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                        }}
+                    }}}
+                }],
+            }
+        }),
+    )
+    .await;
+    let kind = TestKind {
+        resource: kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(&group, "v1", "Gauge"),
+            "gauges",
+        ),
+        group,
+        kind: "Gauge".into(),
+    };
+    let meta = check_bytes("required-metadata");
+    put_check(
+        &client,
+        &namespace,
+        "meta",
+        &kind.gates(),
+        &meta,
+        &[TEAM_LABEL],
+    )
+    .await;
+    create_object(&client, &kind, &namespace, "g0", json!({}), &[]).await;
+    let operator = start_operator(&client, operator_config(&namespace)).await;
+
+    let announced = event(&client, &namespace, "RequiredMetadataMissing").await;
+    assert_eq!(
+        announced.regarding.and_then(|r| r.name).as_deref(),
+        Some("g0")
+    );
+    eventually("the refused write to be counted", SOON, || async {
+        (metric(&operator, "preflight_reconcile_errors_total", &[]).await >= 1.0).then_some(())
+    })
+    .await;
+    assert!(condition(&client, &kind, &namespace, "g0").await.is_none());
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let events = events_about(&client, &namespace, "g0", "RequiredMetadataMissing").await;
+    assert_eq!(
+        events.len(),
+        1,
+        "a retried transition is counted, not repeated: {events:?}"
+    );
+    operator.stop().await;
+    kind.remove(&client).await;
+}

@@ -153,6 +153,10 @@ struct OperatorArgs {
     /// How often a gated kind the API server does not serve yet is looked up again.
     #[arg(long, env = "PREFLIGHT_KIND_RETRY", default_value = "10s", value_parser = humantime::parse_duration)]
     kind_retry: Duration,
+    /// On SIGTERM, how long running reconciles may take to finish before the operator exits anyway
+    /// (keep it below the pod's terminationGracePeriodSeconds).
+    #[arg(long, env = "PREFLIGHT_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
     /// Log format.
     #[arg(long, env = "PREFLIGHT_LOG_FORMAT", value_enum, default_value_t = Format::Json)]
     log_format: Format,

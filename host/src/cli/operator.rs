@@ -35,6 +35,7 @@ pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
         kind_retry: args.kind_retry,
         controller_name: "preflight".into(),
         instance: Some(args.pod_name),
+        shutdown_grace: args.shutdown_grace,
     };
     let operator = Operator::start(client, config)
         .await

@@ -79,17 +79,21 @@ fn to_text(evaluation: &Evaluation, decision: Decision, digest: Digest, check: &
     let mut out = format!("check     {check} (sha256:{digest})\n");
     out += &format!("took      {:?}\n", evaluation.duration);
     match error {
-        Some(failure) => out += &format!("error     {}: {}\n", failure.kind, failure.message),
+        // A failure's message is the error line: it is not repeated as a message.
+        Some(failure) => {
+            out += &format!("error     {}: {}\n", failure.kind, failure.message);
+            out += &format!("reason    {reason}\n");
+        }
         None => {
             out += &format!("proceed   {}\n", if proceed { "yes" } else { "no" });
             if let Some(delay) = requeue_after {
                 out += &format!("requeue   after {}\n", humantime::format_duration(delay));
             }
+            out += &format!("reason    {reason}\n");
+            if !message.is_empty() {
+                out += &format!("message   {message}\n");
+            }
         }
-    }
-    out += &format!("reason    {reason}\n");
-    if !message.is_empty() {
-        out += &format!("message   {message}\n");
     }
     out += &format!("action    {}", decision.action.as_str());
     if let Some(delay) = decision.action.delay() {
@@ -114,7 +118,7 @@ fn summary(outcome: &CheckOutcome) -> (bool, Option<Duration>, &str, &str, Optio
         Ok(verdict) => (
             verdict.proceed,
             verdict.requeue_after,
-            &verdict.reason,
+            verdict.condition_reason(),
             &verdict.message,
             None,
         ),

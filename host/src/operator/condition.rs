@@ -59,9 +59,12 @@ pub fn next(
     (existing != Some(&desired)).then_some(desired)
 }
 
-/// Whether going from `old` to `new` is worth an Event: the status or the reason changed.
+/// Whether going from `old` to `new` is worth an Event: what the condition says changed (its status, reason
+/// or message), not merely the generation it was checked at.
 pub fn is_transition(old: Option<&PreflightCondition>, new: &PreflightCondition) -> bool {
-    old.is_none_or(|old| old.status != new.status || old.reason != new.reason)
+    old.is_none_or(|old| {
+        old.status != new.status || old.reason != new.reason || old.message != new.message
+    })
 }
 
 /// Finds the `Preflight` entry of a conditions list (as JSON).
@@ -156,6 +159,14 @@ mod tests {
         .unwrap();
         assert_eq!(proceed.last_transition_time, "2027-01-15T08:01:00Z");
         assert!(proceed.is_true() && is_transition(Some(&first), &proceed));
+        let new_message = PreflightCondition {
+            message: "waiting for postgres".into(),
+            ..first.clone()
+        };
+        assert!(
+            is_transition(Some(&first), &new_message),
+            "news with the same reason is news"
+        );
     }
 
     #[test]

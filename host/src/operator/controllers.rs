@@ -9,8 +9,10 @@ use super::metrics::{KindLabels, Metrics};
 use super::outcome_writer::{
     CONDITION_ANNOTATION, OutcomeWriter, Placement, Recorded, existing_condition,
 };
+use super::recorded_conditions::RecordedConditions;
 use crate::action::{self, Decision};
-use futures::{Stream, StreamExt, stream};
+use futures::{Stream, StreamExt, future, stream};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::controller::{self, Action as ControllerAction, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -20,14 +22,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{Instrument, info, info_span, warn};
 
+/// How often a kind is looked up again right after its CRD was established (discovery may lag behind).
+const QUICK_RETRY: Duration = Duration::from_millis(250);
+/// How many quick lookups follow a CRD becoming established.
+const QUICK_RETRIES: u32 = 8;
 /// How soon an object is retried after its outcome could not be written (an API error).
 const RETRY_AFTER_API_ERROR: Duration = Duration::from_secs(5);
-/// How long a stopping controller may take to finish its reconciles.
-const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// What every kind's controller shares.
 pub struct Shared {
@@ -42,6 +46,8 @@ pub struct Shared {
     /// Reconciles one kind may run at once: less than the engine's evaluation slots, so that a kind whose
     /// checks hog their whole time budget (endless loops) always leaves slots to the other kinds.
     pub kind_concurrency: u16,
+    /// How long a stopping controller may take to finish its running reconciles.
+    pub stop_grace: Duration,
 }
 
 /// The context of one kind's controller.
@@ -122,8 +128,8 @@ fn error_policy(
 
 /// A hash of what a check may read and what changes when the object changes for a reason other than our
 /// own writes: generation, labels, annotations (without ours) and every top-level field but `status`.
-/// Status-only updates (including our condition) do not trigger a re-check.
-fn gate_inputs(object: &DynamicObject) -> Option<u64> {
+/// Status-only updates (including our condition) do not change it.
+fn gate_inputs(object: &DynamicObject) -> u64 {
     let mut hasher = DefaultHasher::new();
     object.metadata.generation.hash(&mut hasher);
     object.labels().hash(&mut hasher);
@@ -139,7 +145,36 @@ fn gate_inputs(object: &DynamicObject) -> Option<u64> {
             let _ = serde_json::to_writer(HashWriter(&mut hasher), value);
         }
     }
-    Some(hasher.finish())
+    hasher.finish()
+}
+
+/// Picks the watch events that start a reconcile: an object seen for the first time, one whose gate inputs
+/// changed, and one whose `Preflight` condition someone else removed or altered (restored at once). Our own
+/// status writes start nothing. Deleted objects are forgotten.
+fn reconcile_triggers(
+    events: impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
+    recorded: Arc<RecordedConditions>,
+    placement: Placement,
+) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> {
+    let mut seen: HashMap<String, u64> = HashMap::new();
+    events.filter_map(move |event| {
+        let object = match event {
+            Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => object,
+            Ok(watcher::Event::Delete(object)) => {
+                let uid = object.uid().unwrap_or_default();
+                seen.remove(&uid);
+                recorded.forget(&uid);
+                return future::ready(None);
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => return future::ready(None),
+            Err(error) => return future::ready(Some(Err(error))),
+        };
+        let uid = object.uid().unwrap_or_default();
+        let inputs = gate_inputs(&object);
+        let changed = seen.insert(uid.clone(), inputs) != Some(inputs);
+        let altered = recorded.was_altered(&uid, existing_condition(&object, placement).as_ref());
+        future::ready((changed || altered).then_some(Ok(object)))
+    })
 }
 
 /// Feeds what is written into a hasher.
@@ -184,11 +219,13 @@ async fn run_kind(context: Arc<KindContext>, stop: oneshot::Receiver<()>) {
     let api: Api<DynamicObject> = Api::all_with(client, &context.resource);
     let writer = reflector::store::Writer::new(context.resource.clone());
     let reader = writer.as_reader();
-    let objects = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(gate_inputs, Default::default());
+    let objects = reconcile_triggers(
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .reflect(writer),
+        context.shared.writer.recorded().clone(),
+        context.placement,
+    );
     let triggers = check_changes(context.shared.gate.checks().clone(), context.kind.clone());
     Controller::for_stream_with(objects, reader, context.resource.clone())
         .with_config(controller::Config::default().concurrency(context.shared.kind_concurrency))
@@ -252,9 +289,47 @@ pub async fn resolve(
     Ok((resource, placement))
 }
 
+/// Sends the kind of every CustomResourceDefinition that is (or becomes) established, so that a kind whose
+/// CRD appears after its check is gated within about a second instead of at the next slow retry. Reads CRDs
+/// only (RBAC: get, list, watch); if that is refused, the slow retry still finds the kind.
+async fn watch_established_crds(client: Client, established: mpsc::Sender<GatedKind>) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let mut events = watcher(crds, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(event) = events.next().await {
+        let crd = match event {
+            Ok(crd) => crd,
+            Err(error) => {
+                tracing::debug!(%error, "cannot watch CustomResourceDefinitions");
+                continue;
+            }
+        };
+        let is_established = crd.status.as_ref().is_some_and(|status| {
+            status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|condition| condition.type_ == "Established" && condition.status == "True")
+        });
+        let kind = GatedKind {
+            kind: crd.spec.names.kind.clone(),
+            group: crd.spec.group.clone(),
+        };
+        // A full channel already holds a wake-up; this one can be dropped.
+        if is_established
+            && let Err(mpsc::error::TrySendError::Closed(_)) = established.try_send(kind)
+        {
+            return;
+        }
+    }
+}
+
 /// A running controller.
 struct Running {
-    stop: oneshot::Sender<()>,
+    /// Taken when the controller is told to stop.
+    stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
     resource: ApiResource,
     placement: Placement,
@@ -280,16 +355,22 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
     let mut changes = checks.subscribe();
     let mut running: BTreeMap<GatedKind, Running> = BTreeMap::new();
     let mut unresolved: HashMap<GatedKind, String> = HashMap::new();
+    let (established, mut crds) = mpsc::channel(64);
+    let crd_watch = tokio::spawn(watch_established_crds(shared.client.clone(), established));
+    let mut quick_retries = 0;
     loop {
         let wanted = checks.kinds();
+        for kind in &wanted {
+            shared.metrics.register_kind(&kind.to_string());
+        }
         for kind in running
             .keys()
             .filter(|kind| !wanted.contains(*kind))
             .cloned()
             .collect::<Vec<_>>()
         {
-            if let Some(controller) = running.remove(&kind) {
-                stop(&kind, controller.stop, controller.task).await;
+            if let Some(mut controller) = running.remove(&kind) {
+                stop(&kind, &mut controller, shared.stop_grace).await;
                 release(&shared, &kind, &controller.resource, controller.placement).await;
             }
         }
@@ -300,8 +381,8 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
             .map(|(kind, _)| kind.clone())
             .collect();
         for kind in moved {
-            if let Some(controller) = running.remove(&kind) {
-                stop(&kind, controller.stop, controller.task).await;
+            if let Some(mut controller) = running.remove(&kind) {
+                stop(&kind, &mut controller, shared.stop_grace).await;
             }
         }
         unresolved.retain(|kind, _| wanted.contains(kind));
@@ -331,15 +412,32 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
                 }
             }
         }
+        // Soon after a CRD of an unresolved kind is established, then at the slow pace (aggregated APIs
+        // and a refused CRD watch still get there).
+        let wait = if quick_retries > 0 {
+            quick_retries -= 1;
+            QUICK_RETRY
+        } else {
+            retry
+        };
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { break },
-            _ = tokio::time::sleep(retry), if !unresolved.is_empty() => {}
+            _ = tokio::time::sleep(wait), if !unresolved.is_empty() => {}
+            Some(established) = crds.recv() => {
+                if unresolved.contains_key(&established) {
+                    info!(kind = %established, "its CustomResourceDefinition is established");
+                    quick_retries = QUICK_RETRIES;
+                }
+            }
             _ = shutdown.wait_for(|stopping| *stopping) => break,
         }
     }
-    for (kind, controller) in running {
-        stop(&kind, controller.stop, controller.task).await;
-    }
+    crd_watch.abort();
+    // Every kind at once: shutting down takes as long as the slowest running reconcile, not their sum.
+    let stopping = running
+        .iter_mut()
+        .map(|(kind, controller)| stop(kind, controller, shared.stop_grace));
+    futures::future::join_all(stopping).await;
 }
 
 fn start(
@@ -361,7 +459,7 @@ fn start(
     let task =
         tokio::spawn(run_kind(context, stopped).instrument(info_span!("controller", kind = %kind)));
     Running {
-        stop,
+        stop: Some(stop),
         task,
         resource,
         placement,
@@ -369,11 +467,17 @@ fn start(
     }
 }
 
-async fn stop(kind: &GatedKind, stop: oneshot::Sender<()>, mut task: JoinHandle<()>) {
+/// Stops a controller: its running reconciles finish, for at most `grace`.
+async fn stop(kind: &GatedKind, controller: &mut Running, grace: Duration) {
     info!(%kind, "stopping controller");
-    let _ = stop.send(());
-    if tokio::time::timeout(STOP_GRACE, &mut task).await.is_err() {
-        task.abort();
+    if let Some(stop) = controller.stop.take() {
+        let _ = stop.send(());
+    }
+    if tokio::time::timeout(grace, &mut controller.task)
+        .await
+        .is_err()
+    {
+        controller.task.abort();
     }
 }
 

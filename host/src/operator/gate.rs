@@ -253,11 +253,11 @@ pub fn summarize(decision: &Decision, runs: &[CheckRun]) -> Summary {
             ),
             [run] => {
                 let verdict = run.outcome.as_ref().ok();
-                let reason = verdict.map_or("", |v| v.reason.as_str());
+                let reason = verdict.map_or("Proceed", Verdict::condition_reason);
                 let message = verdict.map_or("", |v| v.message.as_str());
                 (
                     true,
-                    or_default(reason, "Proceed"),
+                    reason.to_owned(),
                     line(run, or_default(message, "proceed").as_str()),
                 )
             }
@@ -286,7 +286,7 @@ pub fn summarize(decision: &Decision, runs: &[CheckRun]) -> Summary {
                 .and_then(|run| Some((run, run.outcome.as_ref().ok()?)))
                 .map(|(run, verdict)| {
                     (
-                        or_default(&verdict.reason, "NotReady"),
+                        verdict.condition_reason().to_owned(),
                         line(run, or_default(&verdict.message, "not ready").as_str()),
                     )
                 })

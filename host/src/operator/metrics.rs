@@ -115,6 +115,17 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Creates the zero-valued series of a gated kind, so that dashboards and alerts see them (a rate of
+    /// reconcile errors, say) before the first event.
+    pub fn register_kind(&self, kind: &str) {
+        let labels = KindLabels {
+            kind: kind.to_owned(),
+        };
+        drop(self.reconcile_errors.get_or_create(&labels));
+        drop(self.status_writes.get_or_create(&labels));
+        drop(self.checks_loaded.get_or_create(&labels));
+    }
+
     /// Counts the runs of one gate evaluation.
     pub fn record_runs(&self, kind: &str, runs: &[CheckRun]) {
         for run in runs {
@@ -148,5 +159,27 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registered_kind_has_every_per_kind_series_at_zero() {
+        let metrics = Metrics::default();
+        metrics.register_kind("App.example.com");
+        let text = metrics.render();
+        for family in [
+            "preflight_reconcile_errors_total",
+            "preflight_status_writes_total",
+            "preflight_checks_loaded",
+        ] {
+            assert!(
+                text.contains(&format!("{family}{{kind=\"App.example.com\"}} 0")),
+                "{family} missing in:\n{text}"
+            );
+        }
     }
 }

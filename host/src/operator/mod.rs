@@ -11,12 +11,14 @@ pub mod check_source;
 mod check_watcher;
 pub mod condition;
 mod controllers;
+mod events;
 pub mod gate;
 mod http;
 pub mod kind;
 mod leader;
 pub mod metrics;
 pub mod outcome_writer;
+mod recorded_conditions;
 
 pub use check_set::{CheckSet, GateEntry, LoadedCheck};
 pub use check_source::{CheckSettings, CheckSource, FailurePolicy, GATES_LABEL};
@@ -56,6 +58,8 @@ pub struct OperatorConfig {
     pub controller_name: String,
     /// This replica (the pod name), for Events.
     pub instance: Option<String>,
+    /// How long a stopping operator lets running reconciles finish before it drops them.
+    pub shutdown_grace: Duration,
 }
 
 /// A running operator. [`Operator::stop`] shuts it down gracefully.
@@ -67,8 +71,17 @@ pub struct Operator {
     /// Where `/healthz`, `/readyz` and `/metrics` are served.
     pub address: SocketAddr,
     shutdown: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    shutdown_grace: Duration,
+    /// Runs the controllers while leading, then releases the Lease.
+    lead: JoinHandle<()>,
+    /// Serves the HTTP endpoints until shutdown.
+    server: JoinHandle<()>,
+    /// Watches the check ConfigMaps; it has nothing to finish, so it is stopped by aborting it.
+    watcher: JoinHandle<()>,
 }
+
+/// How long the Lease release and the HTTP server may take after the controllers stopped.
+const RELEASE_BOUND: Duration = Duration::from_secs(5);
 
 impl Operator {
     /// Starts the check watcher, the HTTP endpoints, leader election and (while leading) the controllers.
@@ -94,11 +107,11 @@ impl Operator {
             address: config.listen,
             source,
         })?;
-        let mut tasks = vec![tokio::spawn(async move {
+        let server = tokio::spawn(async move {
             if let Err(error) = server.await {
                 tracing::error!(%error, "HTTP endpoints stopped");
             }
-        })];
+        });
 
         let watcher = CheckWatcher {
             client: client.clone(),
@@ -108,9 +121,7 @@ impl Operator {
             writer: writer.clone(),
             metrics: metrics.clone(),
         };
-        tasks.push(tokio::spawn(
-            watcher.run(config.checks.clone(), synced_sender),
-        ));
+        let watcher = tokio::spawn(watcher.run(config.checks.clone(), synced_sender));
 
         let leadership = match &config.leader_election {
             Some(election) => leader::elect(client.clone(), election).await?,
@@ -124,33 +135,41 @@ impl Operator {
             kind_concurrency: u16::try_from(config.engine.max_concurrent_evaluations / 2)
                 .unwrap_or(u16::MAX)
                 .max(1),
+            stop_grace: config.shutdown_grace,
         });
-        tasks.push(tokio::spawn(lead(
+        let lead = tokio::spawn(lead(
             shared,
             config.kind_retry,
             leadership,
             shutdown.subscribe(),
-        )));
+        ));
         Ok(Self {
             metrics,
             checks,
             address,
             shutdown,
-            tasks,
+            shutdown_grace: config.shutdown_grace,
+            lead,
+            server,
+            watcher,
         })
     }
 
-    /// Stops the controllers (letting running reconciles finish), releases the Lease, stops serving.
+    /// Stops the controllers (letting running reconciles finish, for at most the shutdown grace), releases
+    /// the Lease and stops serving. Returns as soon as that is done: an idle operator stops at once.
     pub async fn stop(self) {
         self.shutdown.send_replace(true);
-        for mut task in self.tasks {
-            if tokio::time::timeout(Duration::from_secs(15), &mut task)
-                .await
-                .is_err()
-            {
-                task.abort();
-            }
-        }
+        self.watcher.abort();
+        finish(self.lead, self.shutdown_grace + RELEASE_BOUND).await;
+        finish(self.server, RELEASE_BOUND).await;
+    }
+}
+
+/// Waits for `task` for at most `bound`, then aborts it.
+async fn finish(mut task: JoinHandle<()>, bound: Duration) {
+    if tokio::time::timeout(bound, &mut task).await.is_err() {
+        tracing::warn!(?bound, "a task did not stop in time; aborting it");
+        task.abort();
     }
 }
 

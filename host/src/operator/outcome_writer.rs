@@ -1,23 +1,25 @@
 //! Records a gate result where users look: the `Preflight` condition in the object's status (or, for kinds
-//! without a status subresource, an annotation), and an Event on transitions. Writes nothing when the object
-//! already says the same.
+//! without a status subresource, an annotation), and an Event when what the condition says changes. Writes
+//! nothing when the object already says the same.
+//!
+//! Events are at-least-once: a transition's Event is published before the condition is written, so a crash
+//! between the two leaves an Event and an old condition, and the restarted operator publishes the same Event
+//! again, which counts it in the existing Event instead of creating another (see [`super::events`]).
 
 use super::condition::{self, PreflightCondition};
+use super::events::{EventPublisher, EventType, Notice};
 use super::gate::Summary;
+use super::recorded_conditions::RecordedConditions;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// The annotation holding the condition (as JSON) on kinds without a status subresource.
 pub const CONDITION_ANNOTATION: &str = "preflight.dev/condition";
-/// Longest Event note the API server accepts.
-const MAX_EVENT_NOTE_BYTES: usize = 1024;
-/// Longest Event reason the API server accepts (a condition reason may be longer).
-const MAX_EVENT_REASON_BYTES: usize = 128;
 /// Attempts to write the condition when the object changes between read and write.
 const CONFLICT_ATTEMPTS: usize = 3;
 
@@ -34,7 +36,8 @@ pub enum Placement {
 #[derive(Clone)]
 pub struct OutcomeWriter {
     client: Client,
-    recorder: Recorder,
+    events: EventPublisher,
+    recorded: Arc<RecordedConditions>,
 }
 
 /// What recording did.
@@ -49,19 +52,21 @@ pub enum Recorded {
 impl OutcomeWriter {
     /// A writer publishing Events as `controller` (instance `instance`, e.g. the pod name).
     pub fn new(client: Client, controller: &str, instance: Option<String>) -> Self {
-        let reporter = Reporter {
-            controller: controller.to_owned(),
-            instance,
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: EventPublisher::new(client.clone(), controller, instance),
             client,
+            recorded: Arc::default(),
         }
     }
 
+    /// The conditions this writer recorded, per object: how the watch tells its writes from others'.
+    pub(crate) fn recorded(&self) -> &Arc<RecordedConditions> {
+        &self.recorded
+    }
+
     /// Writes the condition for `summary` on `object` if it differs from what is there, retrying on write
-    /// conflicts with a fresh read, and publishes an Event when the status or reason changed. `warning`
-    /// marks failures (Warning Events); waiting is Normal.
+    /// conflicts with a fresh read. When what the condition says changes (status, reason or message), an
+    /// Event is published first. `warning` marks failures (Warning Events); waiting is Normal.
     pub async fn record(
         &self,
         resource: &ApiResource,
@@ -78,6 +83,8 @@ impl OutcomeWriter {
         // Borrowed until a write conflict makes a fresh read necessary: the steady state copies nothing.
         let mut current = Cow::Borrowed(object);
         let mut attempt = 1;
+        let uid = object.uid().unwrap_or_default();
+        let mut published = false;
         loop {
             let existing = existing_condition(&current, placement);
             let Some(desired) = condition::next(
@@ -86,15 +93,19 @@ impl OutcomeWriter {
                 current.metadata.generation,
                 SystemTime::now(),
             ) else {
+                if let Some(existing) = &existing {
+                    self.recorded.remember(&uid, existing);
+                }
                 return Ok(Recorded::Unchanged);
             };
+            // Once per transition, even when a conflict makes us write again.
+            if !published && condition::is_transition(existing.as_ref(), &desired) {
+                self.publish(&current, resource, &desired, warning).await;
+                published = true;
+            }
+            self.recorded.remember(&uid, &desired);
             match write(&api, &name, &current, placement, &desired).await {
-                Ok(()) => {
-                    if condition::is_transition(existing.as_ref(), &desired) {
-                        self.publish(&current, resource, &desired, warning).await;
-                    }
-                    return Ok(Recorded::Written);
-                }
+                Ok(()) => return Ok(Recorded::Written),
                 Err(kube::Error::Api(status))
                     if status.code == 409 && attempt < CONFLICT_ATTEMPTS =>
                 {
@@ -107,7 +118,7 @@ impl OutcomeWriter {
     }
 
     /// Publishes a Warning Event on a check's ConfigMap (`namespace/name`): where the author of a broken
-    /// check looks (`kubectl describe configmap`).
+    /// check looks (`kubectl describe configmap`). Each distinct problem is its own Event.
     pub async fn warn_on_config_map(&self, check: &str, reason: &str, note: &str) {
         let (namespace, name) = check.split_once('/').unwrap_or(("", check));
         let reference = ObjectReference {
@@ -117,14 +128,13 @@ impl OutcomeWriter {
             name: Some(name.to_owned()),
             ..ObjectReference::default()
         };
-        let event = Event {
-            type_: EventType::Warning,
-            reason: reason.to_owned(),
-            note: Some(clip(note, MAX_EVENT_NOTE_BYTES)),
-            action: "LoadCheck".into(),
-            secondary: None,
+        let notice = Notice {
+            event_type: EventType::Warning,
+            reason,
+            note,
+            action: "LoadCheck",
         };
-        if let Err(error) = self.recorder.publish(&event, &reference).await {
+        if let Err(error) = self.events.publish(&reference, &notice).await {
             tracing::warn!(%error, check, "cannot publish an Event");
         }
     }
@@ -136,19 +146,18 @@ impl OutcomeWriter {
         condition: &PreflightCondition,
         warning: bool,
     ) {
-        let event = Event {
-            type_: if warning {
+        let notice = Notice {
+            event_type: if warning {
                 EventType::Warning
             } else {
                 EventType::Normal
             },
-            reason: clip(&condition.reason, MAX_EVENT_REASON_BYTES),
-            note: Some(clip(&condition.message, MAX_EVENT_NOTE_BYTES)),
-            action: "Preflight".into(),
-            secondary: None,
+            reason: &condition.reason,
+            note: &condition.message,
+            action: "Preflight",
         };
         let reference = object.object_ref(resource);
-        if let Err(error) = self.recorder.publish(&event, &reference).await {
+        if let Err(error) = self.events.publish(&reference, &notice).await {
             tracing::warn!(%error, object = %object.name_any(), "cannot publish an Event");
         }
     }
@@ -195,25 +204,4 @@ async fn write(
         }
     }
     Ok(())
-}
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-fn clip(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::clip;
-
-    #[test]
-    fn clips_on_a_character_boundary() {
-        assert_eq!(clip("short", 128), "short");
-        assert_eq!(clip("ééé", 5), "éé");
-        assert_eq!(clip(&"x".repeat(2000), 1024).len(), 1024);
-    }
 }

@@ -264,6 +264,7 @@ pub fn operator_config(namespace: &str) -> OperatorConfig {
         kind_retry: Duration::from_secs(1),
         controller_name: "preflight".into(),
         instance: Some(format!("test-{namespace}")),
+        shutdown_grace: Duration::from_secs(10),
     }
 }
 

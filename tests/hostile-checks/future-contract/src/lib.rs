@@ -6,6 +6,7 @@ struct FutureCheck;
 
 impl exports::preflight::check::evaluate::Guest for FutureCheck {
     fn check(request: String) -> String {
+        preflight::check::log::log(&request);
         request
     }
 }

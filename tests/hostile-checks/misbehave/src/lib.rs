@@ -3,13 +3,17 @@
 use preflight_guest::{Outcome, Request};
 use serde::Deserialize;
 use std::hint::black_box;
+use std::time::{Duration, SystemTime};
 
 /// Which misbehaviour to perform.
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub struct Config {
-    /// `loop`, `memory`, `recursion`, `huge-result`, `panic`, `log-flood`, `exit`, `bad-reason`; anything else proceeds.
+    /// `loop`, `sleep`, `memory`, `recursion`, `huge-result`, `panic`, `plain-panic`, `log-flood`, `exit`,
+    /// `no-reason`, `bad-reason`, `clock`; anything else proceeds.
     mode: String,
+    /// Size of the message of `huge-result`, in bytes (10 MiB when absent).
+    bytes: Option<usize>,
 }
 
 /// The check.
@@ -26,8 +30,27 @@ pub fn check(request: Request<serde_json::Value, Config>) -> Outcome {
             }
         }
         "recursion" => Outcome::proceed().because("Depth", format!("{}", recurse(black_box(1)))),
-        "huge-result" => Outcome::block().because("Huge", "x".repeat(10 << 20)),
+        // Blocks in a host call (a WASI clock poll): no wasm runs, so no epoch fires.
+        "sleep" => {
+            std::thread::sleep(Duration::from_secs(3600));
+            Outcome::proceed()
+        }
+        "huge-result" => {
+            Outcome::block().because("Huge", "x".repeat(request.config.bytes.unwrap_or(10 << 20)))
+        }
         "panic" => panic!("the dependency table is corrupt"),
+        // As a check without the SDK's panic hook: std's default hook prints to stderr.
+        "plain-panic" => {
+            drop(std::panic::take_hook());
+            panic!("the quota table is corrupt")
+        }
+        // What the guest's wall clock says, in seconds since the epoch.
+        "clock" => {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            Outcome::proceed().because("Clock", now.as_secs().to_string())
+        }
         "log-flood" => {
             for line in 0..20_000 {
                 preflight_guest::info(&format!("line {line} of a flood"));
@@ -35,6 +58,7 @@ pub fn check(request: Request<serde_json::Value, Config>) -> Outcome {
             Outcome::proceed()
         }
         "exit" => std::process::exit(3),
+        "no-reason" => Outcome::block(),
         "bad-reason" => Outcome::block().because("not a valid reason!", "spaces are not allowed"),
         _ => Outcome::proceed().because("Behaved", "this time"),
     }
