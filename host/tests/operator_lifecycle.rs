@@ -1,6 +1,6 @@
 //! The operator process's life against the real kube-apiserver (tests/cluster): it keeps answering and keeps
 //! its Lease while checks spin, gates a kind as soon as its CRD appears, exposes its metric series from the
-//! start, and exits promptly on SIGTERM.
+//! start, exits promptly on SIGTERM, and writes what checks log into its own logs.
 
 mod operator_support;
 
@@ -197,5 +197,57 @@ async fn sigterm_stops_an_idle_operator_at_once() {
         .spec
         .and_then(|spec| spec.holder_identity);
     assert_ne!(holder.as_deref(), Some("sigterm"), "the Lease was released");
+    s.remove().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_check_logs_reaches_the_operators_json_logs_with_the_object() {
+    let s = Scenario::new("checklogs", "Mailbox", "dependency-ready").await;
+    s.put("deps", &[("config", r#"{"available": []}"#)]).await;
+    let name = format!("marker-{}", s.namespace);
+    create_object(
+        &s.client,
+        &s.kind,
+        &s.namespace,
+        &name,
+        json!({"dependsOn": ["redis"]}),
+        &[],
+    )
+    .await;
+    let log_path = std::env::temp_dir().join(format!("preflight-{}.log", s.namespace));
+    let log_file = std::fs::File::create(&log_path).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args([
+            "operator",
+            "--namespace",
+            &s.namespace,
+            "--leader-election=false",
+        ])
+        .args(["--listen", "127.0.0.1:0"])
+        .env("KUBECONFIG", kubeconfig())
+        .env("RUST_LOG", "info,preflight::check=debug")
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .expect("the preflight binary starts");
+    s.wait(&name, "False", "DependencyMissing").await;
+    let marker = format!("{name} is waiting for redis");
+    let line = eventually("the check's line in the operator's log", SOON, || async {
+        let logs = std::fs::read_to_string(&log_path).ok()?;
+        logs.lines()
+            .find(|line| line.contains(&marker))
+            .map(str::to_owned)
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&log_path);
+    let entry: serde_json::Value = serde_json::from_str(&line).expect("a JSON log line");
+    assert_eq!(entry["level"], "DEBUG", "{line}");
+    assert_eq!(entry["target"], "preflight::check", "{line}");
+    assert_eq!(entry["fields"]["check"], s.check("deps"), "{line}");
+    assert_eq!(entry["span"]["object"], name.as_str(), "{line}");
+    assert_eq!(entry["span"]["namespace"], s.namespace.as_str(), "{line}");
+    assert_eq!(entry["span"]["kind"], s.kind.gates(), "{line}");
     s.remove().await;
 }

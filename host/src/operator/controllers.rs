@@ -68,7 +68,10 @@ enum ReconcileError {
     Serialize(#[from] serde_json::Error),
 }
 
-/// The gate as a reconcile: evaluate, record, and return the action the decision maps to.
+/// The gate as a reconcile: evaluate, record, and return the action the decision maps to. Its span names
+/// the object (`object` is its name: `name` is the span's own), so that the lines its checks log say which
+/// object they were about.
+#[tracing::instrument(skip_all, fields(kind = %context.kind, namespace = object.namespace().unwrap_or_default(), object = %object.name_any()))]
 async fn reconcile(
     object: Arc<DynamicObject>,
     context: Arc<KindContext>,

@@ -6,7 +6,9 @@ use super::check_set::{CheckSet, GateEntry, LoadedCheck};
 use super::check_source::FailurePolicy;
 use super::kind::GatedKind;
 use crate::action::{Action, BACKOFF_MAX, Decision, decide};
-use crate::{CheckOutcome, Engine, Failure, FailureKind, Request, Target, Verdict};
+use crate::{
+    CheckOutcome, Engine, Evaluation, Failure, FailureKind, LogLevel, Request, Target, Verdict,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -132,12 +134,40 @@ impl Gate {
             .engine
             .evaluate(&check.check, request, &check.settings.limits)
             .await;
+        forward_logs(&check.settings.name, &evaluation);
         with_policy(
             check.settings.name.clone(),
             check.settings.failure_policy,
             evaluation.outcome,
             evaluation.duration,
         )
+    }
+}
+
+/// The tracing target of the lines checks log: filter them with `RUST_LOG=preflight::check=debug`.
+pub const CHECK_LOG_TARGET: &str = "preflight::check";
+
+/// Sends the lines a check logged to the host's logs at the check's level, tagged with the check's name,
+/// inside the caller's span (the operator's reconcile span names the object), as the contract promises;
+/// says how many lines the per-evaluation cap dropped.
+fn forward_logs(check: &str, evaluation: &Evaluation) {
+    for line in &evaluation.logs {
+        let text = line.message.as_str();
+        match line.level {
+            LogLevel::Trace => tracing::trace!(target: CHECK_LOG_TARGET, check, "{text}"),
+            LogLevel::Debug => tracing::debug!(target: CHECK_LOG_TARGET, check, "{text}"),
+            LogLevel::Info => tracing::info!(target: CHECK_LOG_TARGET, check, "{text}"),
+            LogLevel::Warn => tracing::warn!(target: CHECK_LOG_TARGET, check, "{text}"),
+            LogLevel::Error => tracing::error!(target: CHECK_LOG_TARGET, check, "{text}"),
+        }
+    }
+    if evaluation.logs_dropped > 0 {
+        tracing::warn!(
+            target: CHECK_LOG_TARGET,
+            check,
+            dropped = evaluation.logs_dropped,
+            "the check logged more than its per-evaluation cap; further lines were dropped"
+        );
     }
 }
 
