@@ -416,23 +416,31 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
             }
         }
         // Soon after a CRD of an unresolved kind is established, then at the slow pace (aggregated APIs
-        // and a refused CRD watch still get there).
+        // and a refused CRD watch still get there). Other CRDs wake nothing.
         let wait = if quick_retries > 0 {
             quick_retries -= 1;
             QUICK_RETRY
         } else {
             retry
         };
-        tokio::select! {
-            changed = changes.changed() => if changed.is_err() { break },
-            _ = tokio::time::sleep(wait), if !unresolved.is_empty() => {}
-            Some(established) = crds.recv() => {
-                if unresolved.contains_key(&established) {
-                    info!(kind = %established, "its CustomResourceDefinition is established");
-                    quick_retries = QUICK_RETRIES;
+        let sleep = tokio::time::sleep(wait);
+        tokio::pin!(sleep);
+        let stopping = loop {
+            tokio::select! {
+                changed = changes.changed() => break changed.is_err(),
+                _ = &mut sleep, if !unresolved.is_empty() => break false,
+                Some(established) = crds.recv() => {
+                    if unresolved.contains_key(&established) {
+                        info!(kind = %established, "its CustomResourceDefinition is established");
+                        quick_retries = QUICK_RETRIES;
+                        break false;
+                    }
                 }
+                _ = shutdown.wait_for(|stopping| *stopping) => break true,
             }
-            _ = shutdown.wait_for(|stopping| *stopping) => break,
+        };
+        if stopping {
+            break;
         }
     }
     crd_watch.abort();
