@@ -1,5 +1,7 @@
 //! What a check is given: the object and its configuration, typed, plus the object's identity and the time.
 
+pub use preflight_object_identity::Target;
+
 use std::time::SystemTime;
 
 /// The input of a check: the object deserialised into `T`, the configuration into `C`.
@@ -23,19 +25,4 @@ impl<T, C> Request<T, C> {
     pub fn raw_object(&self) -> &str {
         &self.raw_object
     }
-}
-
-/// Which object is being checked.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Target {
-    /// The API group, empty for the core group.
-    pub group: String,
-    /// The API version, e.g. `v1`.
-    pub version: String,
-    /// The kind, e.g. `Database`.
-    pub kind: String,
-    /// The namespace, `None` for cluster-scoped objects.
-    pub namespace: Option<String>,
-    /// The object's name.
-    pub name: String,
 }

@@ -37,27 +37,7 @@ where
     runtime::decode_and_call(object.to_owned(), config, target, now, function)
 }
 
-/// The identity of `object` read from its apiVersion, kind and metadata, as the host would send it.
+/// The identity of `object` read from its apiVersion, kind and metadata, by the rule the host uses.
 fn target_of(object: &str) -> Target {
-    let value: serde_json::Value = serde_json::from_str(object).unwrap_or_default();
-    let text = |pointer: &str| {
-        value
-            .pointer(pointer)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let api_version = text("/apiVersion");
-    let (group, version) = match api_version.rsplit_once('/') {
-        Some((group, version)) => (group.to_owned(), version.to_owned()),
-        None => (String::new(), api_version),
-    };
-    let namespace = text("/metadata/namespace");
-    Target {
-        group,
-        version,
-        kind: text("/kind"),
-        namespace: (!namespace.is_empty()).then_some(namespace),
-        name: text("/metadata/name"),
-    }
+    Target::of_object(&serde_json::from_str(object).unwrap_or_default())
 }

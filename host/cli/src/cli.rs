@@ -1,0 +1,226 @@
+//! Command-line interface: argument parsing and dispatch. Each subcommand lives in its own module.
+
+mod bench;
+mod input;
+mod inspect;
+mod operator;
+mod run;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Exit status: the check proceeded (or the command succeeded).
+pub const EXIT_PROCEED: u8 = 0;
+/// Exit status: the component is not a usable check (`inspect`).
+pub const EXIT_UNUSABLE: u8 = 1;
+/// Exit status: bad usage or unreadable input.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit status: the check did not proceed.
+pub const EXIT_NOT_PROCEED: u8 = 3;
+/// Exit status: the check returned an error or failed in a contained way (timeout, trap, invalid ...).
+pub const EXIT_FAILED: u8 = 4;
+
+/// Run, inspect and benchmark preflight checks: WebAssembly components that decide whether a Kubernetes
+/// operator may reconcile an object now.
+#[derive(Debug, Parser)]
+#[command(name = "preflight", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Evaluate a check on an object and print the outcome and the controller action it maps to.
+    ///
+    /// Exit status: 0 proceed, 3 not proceed, 4 check error or contained failure, 2 usage or unreadable input.
+    Run(RunArgs),
+    /// Show a component's contract version, imports, exports, size and sha256; fail if it is not a usable check.
+    Inspect(InspectArgs),
+    /// Measure fresh-instance latency (p50/p99) and checks per second with several evaluations in flight.
+    Bench(BenchArgs),
+    /// Gate Kubernetes objects: watch check ConfigMaps, run each gated kind's checks before it is reconciled,
+    /// and record the outcome as a `Preflight` condition, Events and metrics. Runs until SIGTERM.
+    Operator(OperatorArgs),
+}
+
+/// The check, the object, and the limits: shared by `run` and `bench`.
+#[derive(Debug, Args)]
+struct Evaluate {
+    /// The check component (.wasm).
+    #[arg(long, value_name = "FILE.wasm")]
+    check: PathBuf,
+    /// The object to check, as YAML or JSON.
+    #[arg(long, value_name = "FILE")]
+    object: PathBuf,
+    /// The check's configuration, as YAML or JSON.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Time limit per evaluation, e.g. 500ms, 2s (at most 1m: longer is capped).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Memory limit per evaluation, e.g. 64MiB.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = preflight_engine::parse_size)]
+    memory_limit: usize,
+    /// Cap on the size of the result's reason + message + error, e.g. 64KiB.
+    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = preflight_engine::parse_size)]
+    max_result: usize,
+    /// The time the check sees as "now", RFC 3339 (default: the current time).
+    #[arg(long, value_name = "TIME", value_parser = humantime::parse_rfc3339_weak)]
+    now: Option<std::time::SystemTime>,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    evaluate: Evaluate,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+#[derive(Debug, Args)]
+struct InspectArgs {
+    /// The component (.wasm).
+    #[arg(value_name = "FILE.wasm")]
+    check: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    #[command(flatten)]
+    evaluate: Evaluate,
+    /// Evaluations per phase (one at a time, then concurrently).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    iterations: u32,
+    /// Evaluations in flight in the concurrent phase.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    concurrency: u32,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+#[derive(Debug, Args)]
+struct OperatorArgs {
+    /// Namespace of the check ConfigMaps and of the leader-election Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "preflight-system")]
+    namespace: String,
+    /// Look for check ConfigMaps in every namespace (needs cluster-wide read access to ConfigMaps).
+    #[arg(long, env = "PREFLIGHT_ALL_NAMESPACES")]
+    all_namespaces: bool,
+    /// Label selector of check ConfigMaps.
+    #[arg(long, env = "PREFLIGHT_CHECK_SELECTOR", default_value = preflight_operator::GATES_LABEL)]
+    check_selector: String,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "PREFLIGHT_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: std::net::SocketAddr,
+    /// Hold a Lease so that only one replica writes (`--leader-election=false` for a single local replica).
+    #[arg(long, env = "PREFLIGHT_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// Name of the Lease.
+    #[arg(
+        long,
+        env = "PREFLIGHT_LEASE_NAME",
+        default_value = "preflight-operator"
+    )]
+    lease_name: String,
+    /// How long the Lease is valid without renewal: the longest takeover when a leader dies.
+    #[arg(long, env = "PREFLIGHT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    lease_duration: Duration,
+    /// This replica's name, for the Lease and Events.
+    #[arg(long, env = "POD_NAME", default_value = "preflight")]
+    pod_name: String,
+    /// Directory for compiled checks, kept across restarts (an emptyDir in the Deployment).
+    #[arg(long, env = "PREFLIGHT_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Evaluations that may run at once.
+    #[arg(long, env = "PREFLIGHT_MAX_CONCURRENT_EVALUATIONS", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_concurrent_evaluations: u32,
+    /// The largest memory limit a check may be given.
+    #[arg(long, env = "PREFLIGHT_MAX_MEMORY", default_value = "256MiB", value_parser = preflight_engine::parse_size)]
+    max_memory: usize,
+    /// Time limit of a check whose ConfigMap sets none (at most 1m: longer is capped).
+    #[arg(long, env = "PREFLIGHT_DEFAULT_TIMEOUT", default_value = "1s", value_parser = humantime::parse_duration)]
+    default_timeout: Duration,
+    /// Memory limit of a check whose ConfigMap sets none.
+    #[arg(long, env = "PREFLIGHT_DEFAULT_MEMORY_LIMIT", default_value = "64MiB", value_parser = preflight_engine::parse_size)]
+    default_memory_limit: usize,
+    /// How often a gated kind the API server does not serve yet is looked up again.
+    #[arg(long, env = "PREFLIGHT_KIND_RETRY", default_value = "10s", value_parser = humantime::parse_duration)]
+    kind_retry: Duration,
+    /// On SIGTERM, how long running reconciles may take to finish before the operator exits anyway
+    /// (keep it below the pod's terminationGracePeriodSeconds).
+    #[arg(long, env = "PREFLIGHT_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
+    /// Log format.
+    #[arg(long, env = "PREFLIGHT_LOG_FORMAT", value_enum, default_value_t = Format::Json)]
+    log_format: Format,
+}
+
+impl Cli {
+    /// How to log: JSON at info level for the operator (unless told otherwise), warnings as text otherwise.
+    pub fn logging(&self) -> (bool, &'static str) {
+        match &self.command {
+            Command::Operator(args) => (args.log_format == Format::Json, "info"),
+            _ => (false, "warn"),
+        }
+    }
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Aligned text for people.
+    Text,
+    /// One JSON document for scripts.
+    Json,
+}
+
+/// Runs the parsed command and returns the process exit status.
+pub async fn execute(cli: Cli) -> u8 {
+    let result = match cli.command {
+        Command::Run(args) => run::run(args).await,
+        Command::Inspect(args) => inspect::inspect(args),
+        Command::Bench(args) => bench::bench(args).await,
+        Command::Operator(args) => operator::operator(args).await,
+    };
+    result.unwrap_or_else(|problem| {
+        eprintln!("error: {problem}");
+        problem.exit_status()
+    })
+}
+
+/// A command that could not do its job, with the exit status that says why.
+#[derive(Debug, thiserror::Error)]
+enum Problem {
+    /// Input could not be read or parsed.
+    #[error("{0}")]
+    Input(String),
+    /// The engine could not start.
+    #[error(transparent)]
+    Engine(preflight_engine::Error),
+    /// The operator could not start.
+    #[error(transparent)]
+    Operator(preflight_operator::Error),
+    /// The component is not a usable check.
+    #[error(transparent)]
+    Unusable(preflight_engine::Error),
+    /// The check failed during a benchmark.
+    #[error("{0}")]
+    CheckFailed(String),
+}
+
+impl Problem {
+    fn exit_status(&self) -> u8 {
+        match self {
+            Self::Input(_) | Self::Engine(_) | Self::Operator(_) => EXIT_USAGE,
+            Self::Unusable(_) => EXIT_UNUSABLE,
+            Self::CheckFailed(_) => EXIT_FAILED,
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! `preflight bench`: fresh-instance latency one at a time, then throughput with many in flight.
+
+use super::{BenchArgs, EXIT_PROCEED, Format, Problem};
+use hdrhistogram::Histogram;
+
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
+    let prepared = args.evaluate.prepare(args.concurrency)?;
+    let engine = Arc::new(prepared.engine);
+    let check = engine.load(&prepared.bytes).map_err(Problem::Unusable)?;
+    let request = Arc::new(prepared.request);
+    let limits = prepared.limits;
+
+    let first = engine.evaluate(&check, &request, &limits).await;
+    let outcome = match &first.outcome {
+        Ok(verdict) if verdict.proceed => "proceed".to_owned(),
+        Ok(verdict) => format!("not proceed ({})", verdict.reason),
+        Err(failure) => {
+            return Err(Problem::CheckFailed(format!(
+                "the check fails on this object: {failure}"
+            )));
+        }
+    };
+    for _ in 0..args.iterations / 10 {
+        engine.evaluate(&check, &request, &limits).await;
+    }
+    let mut latency =
+        Histogram::<u64>::new(3).map_err(|error| Problem::Input(error.to_string()))?;
+    let sequential_start = Instant::now();
+    for _ in 0..args.iterations {
+        let started = Instant::now();
+        engine.evaluate(&check, &request, &limits).await;
+        let _ = latency.record(started.elapsed().as_nanos() as u64);
+    }
+    let sequential = sequential_start.elapsed();
+    let concurrent = preflight_engine::measure::evaluations_in_flight(
+        &engine,
+        &check,
+        &request,
+        limits,
+        args.iterations,
+        args.concurrency,
+    )
+    .await;
+
+    let per_second = |elapsed: Duration| f64::from(args.iterations) / elapsed.as_secs_f64();
+    let micros = |quantile: f64| latency.value_at_quantile(quantile) as f64 / 1000.0;
+    match args.output {
+        Format::Json => println!(
+            "{:#}",
+            json!({
+                "sha256": check.digest().to_string(),
+                "outcome": outcome,
+                "iterations": args.iterations,
+                "concurrency": args.concurrency,
+                "p50Us": micros(0.50),
+                "p90Us": micros(0.90),
+                "p99Us": micros(0.99),
+                "maxUs": latency.max() as f64 / 1000.0,
+                "sequentialPerSecond": per_second(sequential),
+                "concurrentPerSecond": per_second(concurrent),
+            })
+        ),
+        Format::Text => {
+            println!("check        sha256:{} -> {outcome}", check.digest());
+            println!(
+                "latency      p50 {:.1} µs   p90 {:.1} µs   p99 {:.1} µs   max {:.1} µs   (fresh instance each, {} runs)",
+                micros(0.50),
+                micros(0.90),
+                micros(0.99),
+                latency.max() as f64 / 1000.0,
+                args.iterations
+            );
+            println!(
+                "throughput   {:.0} checks/s one at a time, {:.0} checks/s with {} in flight",
+                per_second(sequential),
+                per_second(concurrent),
+                args.concurrency
+            );
+        }
+    }
+    Ok(EXIT_PROCEED)
+}

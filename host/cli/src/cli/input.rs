@@ -1,0 +1,79 @@
+//! Reading what the user points at: components, objects and configuration in YAML or JSON, sizes.
+
+use super::{Evaluate, Problem};
+use preflight_engine::{Engine, EngineConfig, Limits, Request, Target};
+use std::path::Path;
+
+/// Reads a file, naming it in the error.
+pub fn read(path: &Path) -> Result<Vec<u8>, Problem> {
+    std::fs::read(path)
+        .map_err(|error| Problem::Input(format!("cannot read {}: {error}", path.display())))
+}
+
+/// Parses one YAML or JSON document into JSON.
+pub fn parse_document(path: &Path) -> Result<serde_json::Value, Problem> {
+    let bytes = read(path)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Problem::Input(format!("{} is not UTF-8 text", path.display())))?;
+    let parsed = if text.trim_start().starts_with('{') {
+        serde_json::from_str(&text).map_err(|error| error.to_string())
+    } else {
+        serde_norway::from_str(&text).map_err(|error| error.to_string())
+    };
+    parsed.map_err(|error| {
+        Problem::Input(format!(
+            "{} is not a single YAML or JSON document: {error}",
+            path.display()
+        ))
+    })
+}
+
+/// Everything `run` and `bench` need: an engine sized for the limits, the check's bytes and the request.
+pub struct Prepared {
+    pub engine: Engine,
+    pub bytes: Vec<u8>,
+    pub request: Request,
+    pub limits: Limits,
+}
+
+impl Evaluate {
+    /// Reads the inputs and starts an engine whose memory ceiling admits the requested limit.
+    pub fn prepare(&self, max_concurrent_evaluations: u32) -> Result<Prepared, Problem> {
+        let bytes = read(&self.check)?;
+        let object = parse_document(&self.object)?;
+        if !object.is_object() {
+            return Err(Problem::Input(format!(
+                "{} must hold one Kubernetes object (a mapping)",
+                self.object.display()
+            )));
+        }
+        let config = match &self.config {
+            Some(path) => parse_document(path)?,
+            None => serde_json::json!({}),
+        };
+        let request = Request {
+            object: object.to_string(),
+            config: config.to_string(),
+            target: Target::of_object(&object),
+            now: self.now.unwrap_or_else(std::time::SystemTime::now),
+        };
+        let limits = Limits {
+            timeout: self.timeout,
+            memory_bytes: self.memory_limit,
+            max_result_bytes: self.max_result,
+        };
+        let defaults = EngineConfig::default();
+        let engine = Engine::new(EngineConfig {
+            max_concurrent_evaluations,
+            max_memory_bytes: defaults.max_memory_bytes.max(self.memory_limit),
+            ..defaults
+        })
+        .map_err(Problem::Engine)?;
+        Ok(Prepared {
+            engine,
+            bytes,
+            request,
+            limits,
+        })
+    }
+}

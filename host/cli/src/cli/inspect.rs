@@ -1,0 +1,40 @@
+//! `preflight inspect`: what a component is, and whether this host can run it as a check.
+
+use super::{EXIT_PROCEED, Format, InspectArgs, Problem, input};
+use preflight_engine::{Engine, EngineConfig};
+use serde_json::json;
+
+pub fn inspect(args: InspectArgs) -> Result<u8, Problem> {
+    let bytes = input::read(&args.check)?;
+    let engine = Engine::new(EngineConfig {
+        max_concurrent_evaluations: 1,
+        ..EngineConfig::default()
+    })
+    .map_err(Problem::Engine)?;
+    let check = engine.load(&bytes).map_err(Problem::Unusable)?;
+    let info = check.info();
+    match args.output {
+        Format::Json => println!(
+            "{:#}",
+            json!({
+                "world": info.world,
+                "sha256": info.digest.to_string(),
+                "size": info.size,
+                "imports": info.imports,
+                "exports": info.exports,
+            })
+        ),
+        Format::Text => {
+            println!("world     {}", info.world);
+            println!("sha256    {}", info.digest);
+            println!(
+                "size      {} bytes ({})",
+                info.size,
+                bytesize::ByteSize(info.size as u64)
+            );
+            println!("imports   {}", info.imports.join(", "));
+            println!("exports   {}", info.exports.join(", "));
+        }
+    }
+    Ok(EXIT_PROCEED)
+}

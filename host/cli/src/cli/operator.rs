@@ -1,0 +1,65 @@
+//! `preflight operator`: gate Kubernetes objects with the checks found in ConfigMaps, until SIGTERM.
+
+use super::{OperatorArgs, Problem};
+use preflight_engine::{EngineConfig, Limits};
+use preflight_operator::{CheckSelection, LeaderElection, Operator, OperatorConfig};
+
+/// Starts the operator and runs it until SIGTERM or SIGINT, then shuts down gracefully.
+pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
+    let client = kube::Client::try_default().await.map_err(|error| {
+        Problem::Input(format!("cannot configure the Kubernetes client: {error}"))
+    })?;
+    let config = OperatorConfig {
+        checks: CheckSelection {
+            namespace: (!args.all_namespaces).then(|| args.namespace.clone()),
+            label_selector: args.check_selector,
+        },
+        listen: args.listen,
+        leader_election: args.leader_election.then(|| LeaderElection {
+            namespace: args.namespace.clone(),
+            lease_name: args.lease_name,
+            identity: args.pod_name.clone(),
+            lease_duration: args.lease_duration,
+        }),
+        default_limits: Limits {
+            timeout: args.default_timeout,
+            memory_bytes: args.default_memory_limit,
+            ..Limits::default()
+        },
+        engine: EngineConfig {
+            max_concurrent_evaluations: args.max_concurrent_evaluations,
+            max_memory_bytes: args.max_memory,
+            cache_dir: args.cache_dir,
+            ..EngineConfig::default()
+        },
+        kind_retry: args.kind_retry,
+        controller_name: "preflight".into(),
+        instance: Some(args.pod_name),
+        shutdown_grace: args.shutdown_grace,
+    };
+    let operator = Operator::start(client, config)
+        .await
+        .map_err(Problem::Operator)?;
+    tracing::info!(address = %operator.address, "serving /healthz, /readyz, /metrics");
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    operator.stop().await;
+    Ok(super::EXIT_PROCEED)
+}
+
+/// Resolves on SIGTERM (Kubernetes stopping the pod) or SIGINT (Ctrl-C).
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! `preflight run`, `inspect` and `bench` on the example and hostile checks, built from source: every outcome
+//! with its exit status, text and JSON output, limits that hold, and replay with `--now`.
+
+use preflight_test_support::{build_check, fixture};
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+/// Saturday 2026-12-05 12:00 UTC.
+const SATURDAY_NOON: &str = "2026-12-05T12:00:00Z";
+
+/// How long one `preflight` command may run in these tests before it is killed and the test fails.
+const COMMAND_BOUND: Duration = Duration::from_secs(60);
+
+/// Runs `preflight` and returns its exit status and standard output; kills it and fails the test if it
+/// runs longer than `bound`.
+fn preflight_within(bound: Duration, args: &[&str]) -> (i32, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > bound {
+            child.kill().unwrap();
+            panic!("preflight {args:?} still running after {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+    )
+}
+
+/// Runs `preflight` and returns its exit status and standard output.
+fn preflight(args: &[&str]) -> (i32, String) {
+    preflight_within(COMMAND_BOUND, args)
+}
+
+fn run_json(package: &str, object: &str, config: Option<&str>) -> (i32, Value) {
+    let check = build_check(package);
+    let object = fixture(object);
+    let mut args = vec![
+        "run",
+        "-o",
+        "json",
+        "--now",
+        SATURDAY_NOON,
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        object.to_str().unwrap(),
+    ];
+    let config = config.map(fixture);
+    if let Some(config) = &config {
+        args.extend(["--config", config.to_str().unwrap()]);
+    }
+    let (status, stdout) = preflight(&args);
+    (
+        status,
+        serde_json::from_str(&stdout).unwrap_or_else(|error| panic!("{error}: {stdout}")),
+    )
+}
+
+#[test]
+fn cli_run_reports_every_outcome_with_its_exit_status() {
+    let deps = Some("dependency-ready-config.yaml");
+    let (status, json) = run_json("dependency-ready", "app-waiting.yaml", deps);
+    assert_eq!(status, 3);
+    assert_eq!(json["proceed"], false);
+    assert_eq!(json["action"], "requeue");
+    assert_eq!(json["reason"], "DependencyMissing");
+    assert_eq!(json["error"], Value::Null);
+    assert!(
+        (600_000..660_000).contains(&json["requeueAfterMs"].as_u64().unwrap()),
+        "{json}"
+    );
+    assert_eq!(json["sha256"].as_str().unwrap().len(), 64);
+    assert!(json["durationUs"].as_u64().is_some());
+    assert_eq!(json["logs"][0]["message"], "shop is waiting for redis");
+
+    let (status, json) = run_json("dependency-ready", "app-ready.yaml", deps);
+    assert_eq!(
+        (status, &json["action"], &json["proceed"]),
+        (0, &Value::from("proceed"), &Value::from(true))
+    );
+
+    let (status, json) = run_json("dependency-ready", "app-malformed.json", deps);
+    assert_eq!((status, &json["action"]), (4, &Value::from("backoff")));
+    assert_eq!(json["error"]["kind"], "check");
+
+    let (status, json) = run_json(
+        "maintenance-window",
+        "app-ready.yaml",
+        Some("maintenance-window-config.yaml"),
+    );
+    assert_eq!(
+        (status, json["requeueAfterMs"].as_u64()),
+        (3, Some(10 * 3600 * 1000))
+    );
+
+    let (status, json) = run_json(
+        "required-metadata",
+        "app-waiting.yaml",
+        Some("required-metadata-config.yaml"),
+    );
+    assert_eq!(
+        (status, &json["action"], &json["requeueAfterMs"]),
+        (3, &Value::from("await-change"), &Value::Null)
+    );
+}
+
+/// `preflight run` of required-metadata on `object` in text form, with `extra` arguments.
+fn run_required_metadata(object: &str, extra: &[&str]) -> (i32, String) {
+    let check = build_check("required-metadata");
+    let (object, config) = (fixture(object), fixture("required-metadata-config.yaml"));
+    let mut args = vec!["run", "--check", check.to_str().unwrap()];
+    args.extend(["--object", object.to_str().unwrap()]);
+    args.extend(["--config", config.to_str().unwrap()]);
+    args.extend(extra);
+    preflight(&args)
+}
+
+#[test]
+fn cli_run_text_output_names_the_action() {
+    let (status, stdout) = run_required_metadata("app-waiting.yaml", &[]);
+    assert_eq!(status, 3);
+    assert!(stdout.contains("proceed   no"), "{stdout}");
+    assert!(stdout.contains("action    await-change"), "{stdout}");
+}
+
+#[test]
+fn cli_run_caps_an_absurd_timeout_instead_of_crashing() {
+    let (status, stdout) =
+        run_required_metadata("app-ready.yaml", &["--timeout", "18446744073709551615s"]);
+    assert_eq!(status, 0, "{stdout}");
+    assert!(stdout.contains("action    proceed"), "{stdout}");
+}
+
+#[test]
+fn cli_inspect_describes_a_check_and_rejects_what_is_not_one() {
+    let check = build_check("maintenance-window");
+    let (status, stdout) = preflight(&["inspect", "-o", "json", check.to_str().unwrap()]);
+    assert_eq!(status, 0);
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["world"], "preflight:check/preflight-check@0.1.0");
+    assert_eq!(
+        json["exports"],
+        serde_json::json!(["preflight:check/evaluate@0.1.0"])
+    );
+    assert!(
+        json["imports"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("preflight:check/log@0.1.0"))
+    );
+    assert_eq!(
+        json["size"].as_u64().unwrap(),
+        std::fs::metadata(&check).unwrap().len()
+    );
+
+    let other = build_check("other-world");
+    let output = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args(["inspect", other.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("does not export preflight:check/evaluate@0.1.0")
+    );
+}
+
+#[test]
+fn cli_usage_and_unreadable_input_exit_2_and_an_unusable_check_exits_4() {
+    let check = build_check("required-metadata");
+    let (status, _) = preflight(&[
+        "run",
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        "/nonexistent.yaml",
+    ]);
+    assert_eq!(status, 2);
+    let (status, _) = preflight(&["run", "--check", check.to_str().unwrap()]);
+    assert_eq!(status, 2);
+    let (status, _) = preflight(&[
+        "run",
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        fixture("app-ready.yaml").to_str().unwrap(),
+        "--timeout",
+        "soon",
+    ]);
+    assert_eq!(status, 2);
+
+    let other = build_check("other-world");
+    let (status, stdout) = preflight(&[
+        "run",
+        "-o",
+        "json",
+        "--check",
+        other.to_str().unwrap(),
+        "--object",
+        fixture("app-ready.yaml").to_str().unwrap(),
+    ]);
+    assert_eq!(status, 4);
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (&json["error"]["kind"], &json["action"]),
+        (&Value::from("invalid-component"), &Value::from("stop"))
+    );
+}
+
+#[test]
+fn cli_bench_prints_latency_and_throughput() {
+    let check = build_check("dependency-ready");
+    let (status, stdout) = preflight(&[
+        "bench",
+        "-o",
+        "json",
+        "--iterations",
+        "200",
+        "--concurrency",
+        "8",
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        fixture("app-ready.yaml").to_str().unwrap(),
+        "--config",
+        fixture("dependency-ready-config.yaml").to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0, "{stdout}");
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["outcome"], "proceed");
+    let (p50, p99) = (
+        json["p50Us"].as_f64().unwrap(),
+        json["p99Us"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.0 && p50 <= p99, "{json}");
+    assert!(json["concurrentPerSecond"].as_f64().unwrap() > 0.0);
+}
+
+/// `preflight run` of the misbehave check in `mode`, in text form, with `extra` arguments.
+fn run_misbehave(mode: &str, extra: &[&str], bound: Duration) -> (i32, String) {
+    let check = build_check("misbehave");
+    let object = fixture("app-ready.yaml");
+    let config = std::env::temp_dir().join(format!("preflight-misbehave-{mode}.json"));
+    std::fs::write(&config, format!(r#"{{"mode":"{mode}"}}"#)).unwrap();
+    let mut args = vec!["run", "--check", check.to_str().unwrap()];
+    args.extend(["--object", object.to_str().unwrap()]);
+    args.extend(["--config", config.to_str().unwrap()]);
+    args.extend(extra);
+    preflight_within(bound, &args)
+}
+
+#[test]
+fn cli_run_timeout_holds_while_the_check_sleeps() {
+    let (status, stdout) = run_misbehave("sleep", &["--timeout", "200ms"], Duration::from_secs(10));
+    assert_eq!(status, 4, "{stdout}");
+    assert!(stdout.contains("error     timeout:"), "{stdout}");
+}
+
+#[test]
+fn cli_run_now_is_the_time_the_guest_clock_reads() {
+    let (status, stdout) = run_misbehave("clock", &["--now", SATURDAY_NOON], COMMAND_BOUND);
+    assert_eq!(status, 0, "{stdout}");
+    assert!(stdout.contains("message   1796472000\n"), "{stdout}");
+}
+
+#[test]
+fn cli_run_text_names_the_default_reason_and_a_failure_once() {
+    let (status, stdout) = run_misbehave("no-reason", &[], COMMAND_BOUND);
+    assert_eq!(status, 3, "{stdout}");
+    assert!(stdout.contains("reason    NotReady\n"), "{stdout}");
+
+    let (status, stdout) = run_misbehave("panic", &[], COMMAND_BOUND);
+    assert_eq!(status, 4, "{stdout}");
+    assert_eq!(stdout.matches("the check trapped").count(), 1, "{stdout}");
+    assert!(stdout.contains("reason    CheckTrapped\n"), "{stdout}");
+}

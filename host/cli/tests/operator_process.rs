@@ -1,0 +1,126 @@
+//! The `preflight operator` process against the real kube-apiserver (tests/cluster): it exits promptly on
+//! SIGTERM, releasing its Lease, and writes what checks log into its JSON logs with the object they were about.
+
+#[path = "../../operator/tests/operator_support/mod.rs"]
+mod operator_support;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use operator_support::*;
+use preflight_kube_harness::{eventually, kubeconfig};
+use serde_json::json;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SOON: Duration = Duration::from_secs(30);
+const TEAM_LABEL: (&str, &str) = ("config", r#"{"labels": ["team"]}"#);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_an_idle_operator_at_once() {
+    let s = Scenario::new("sigterm", "Queue", "required-metadata").await;
+    s.put("meta", &[TEAM_LABEL]).await;
+    s.create("q0", &[]).await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    drop(listener);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args([
+            "operator",
+            "--namespace",
+            &s.namespace,
+            "--pod-name",
+            "sigterm",
+        ])
+        .args(["--lease-duration", "5s", "--listen", &address.to_string()])
+        .env("KUBECONFIG", kubeconfig())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the preflight binary starts");
+    s.wait("q0", "False", "RequiredMetadataMissing").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let signalled = Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let exited = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if signalled.elapsed() > Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("the operator still runs 20 s after SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let took = signalled.elapsed();
+    assert!(exited.success(), "{exited}");
+    assert!(
+        took < Duration::from_secs(3),
+        "an idle operator took {took:?} to exit"
+    );
+    let leases: Api<Lease> = Api::namespaced(s.client.clone(), &s.namespace);
+    let holder = leases
+        .get("preflight-operator")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|spec| spec.holder_identity);
+    assert_ne!(holder.as_deref(), Some("sigterm"), "the Lease was released");
+    s.remove().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_check_logs_reaches_the_operators_json_logs_with_the_object() {
+    let s = Scenario::new("checklogs", "Mailbox", "dependency-ready").await;
+    s.put("deps", &[("config", r#"{"available": []}"#)]).await;
+    let name = format!("marker-{}", s.namespace);
+    create_object(
+        &s.client,
+        &s.kind,
+        &s.namespace,
+        &name,
+        json!({"dependsOn": ["redis"]}),
+        &[],
+    )
+    .await;
+    let log_path = std::env::temp_dir().join(format!("preflight-{}.log", s.namespace));
+    let log_file = std::fs::File::create(&log_path).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args([
+            "operator",
+            "--namespace",
+            &s.namespace,
+            "--leader-election=false",
+        ])
+        .args(["--listen", "127.0.0.1:0"])
+        .env("KUBECONFIG", kubeconfig())
+        .env("RUST_LOG", "info,preflight::check=debug")
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .expect("the preflight binary starts");
+    s.wait(&name, "False", "DependencyMissing").await;
+    let marker = format!("{name} is waiting for redis");
+    let line = eventually("the check's line in the operator's log", SOON, || async {
+        let logs = std::fs::read_to_string(&log_path).ok()?;
+        logs.lines()
+            .find(|line| line.contains(&marker))
+            .map(str::to_owned)
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&log_path);
+    let entry: serde_json::Value = serde_json::from_str(&line).expect("a JSON log line");
+    assert_eq!(entry["level"], "DEBUG", "{line}");
+    assert_eq!(entry["target"], "preflight::check", "{line}");
+    assert_eq!(entry["fields"]["check"], s.check("deps"), "{line}");
+    assert_eq!(entry["span"]["object"], name.as_str(), "{line}");
+    assert_eq!(entry["span"]["namespace"], s.namespace.as_str(), "{line}");
+    assert_eq!(entry["span"]["kind"], s.kind.gates(), "{line}");
+    s.remove().await;
+}

@@ -1,0 +1,550 @@
+//! The engine: validates and compiles checks (once per digest), and runs each evaluation in a fresh
+//! instance from a pooling allocator, under a time, memory and result-size budget.
+
+use crate::bindings::v0_1::{
+    CONTRACT_VERSION, CheckRequest, Datetime, PreflightCheckPre, PreflightResult, Target,
+};
+use crate::check::Check;
+use crate::digest::Digest;
+use crate::disk_cache::DiskCache;
+use crate::error::Error;
+use crate::guest_state::{GuestState, LOG_BYTES_CAP, MemoryLimitExceeded, TableLimitExceeded};
+use crate::imports;
+use crate::limits::Limits;
+use crate::outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
+use crate::request::Request;
+use crate::validate::{self, Interface};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{
+    Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+    UpdateDeadline,
+};
+
+/// Longest condition reason Kubernetes accepts.
+const MAX_REASON_LEN: usize = 1024;
+
+/// How the engine is sized. The defaults fit an operator on a small node.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Evaluations that may run at once (pool slots); more wait for a free slot.
+    pub max_concurrent_evaluations: u32,
+    /// The largest memory limit any check may be given, in bytes: the size of a pool slot.
+    pub max_memory_bytes: usize,
+    /// How often the epoch advances: the granularity of timeouts and of yielding to other tasks.
+    pub epoch_tick: Duration,
+    /// Where to keep precompiled checks across restarts; `None` keeps them in memory only.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            max_concurrent_evaluations: 128,
+            max_memory_bytes: 256 << 20,
+            epoch_tick: Duration::from_millis(10),
+            cache_dir: None,
+        }
+    }
+}
+
+/// Loads and runs checks. Create one per process and share it (`Arc<Engine>`).
+pub struct Engine {
+    engine: wasmtime::Engine,
+    linker: Linker<GuestState>,
+    slots: tokio::sync::Semaphore,
+    max_memory_bytes: usize,
+    loaded: Mutex<HashMap<Digest, Weak<Check>>>,
+    /// One lock per digest being compiled, so that concurrent loads of the same bytes compile once.
+    compiling: Mutex<HashMap<Digest, Arc<Mutex<()>>>>,
+    disk: Option<DiskCache>,
+    _ticker: EpochTicker,
+}
+
+/// The check ran out of time. Raised from the epoch callback, so it traps the guest.
+#[derive(Debug, thiserror::Error)]
+#[error("the check ran longer than its {0:?} time limit")]
+struct DeadlineExceeded(Duration);
+
+impl Engine {
+    /// Configures wasmtime (component model, pooling allocator, epoch interruption) and starts the epoch ticker.
+    pub fn new(config: EngineConfig) -> Result<Self, Error> {
+        let slots = config.max_concurrent_evaluations.max(1);
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(slots)
+            .total_core_instances(slots * 8)
+            .max_core_instances_per_component(16)
+            .total_memories(slots * 2)
+            .total_tables(slots * 4)
+            .total_stacks(slots)
+            .max_memory_size(config.max_memory_bytes)
+            // Reuse of pool slots dominates the cost of a fresh instance under load: keep a little memory
+            // resident instead of returning it to the kernel, and batch the rest (see docs/performance.md).
+            .linear_memory_keep_resident(4 << 20)
+            .table_keep_resident(64 << 10)
+            .async_stack_keep_resident(256 << 10)
+            .decommit_batch_size(16)
+            .pagemap_scan(Enabled::Auto);
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .concurrency_support(false)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine =
+            wasmtime::Engine::new(&wasm).map_err(|error| Error::Engine(format!("{error:#}")))?;
+        let mut linker = Linker::new(&engine);
+        imports::link(&mut linker).map_err(|error| Error::Engine(format!("{error:#}")))?;
+        let disk = config
+            .cache_dir
+            .as_deref()
+            .map(|dir| DiskCache::open(dir, &engine))
+            .transpose()?;
+        Ok(Self {
+            _ticker: EpochTicker::start(engine.clone(), config.epoch_tick),
+            engine,
+            linker,
+            slots: tokio::sync::Semaphore::new(slots as usize),
+            max_memory_bytes: config.max_memory_bytes,
+            loaded: Mutex::new(HashMap::new()),
+            compiling: Mutex::new(HashMap::new()),
+            disk,
+        })
+    }
+
+    /// Validates, compiles and pre-instantiates a component. CPU-heavy on a cache miss (milliseconds to
+    /// seconds): call it from a blocking thread, never on the evaluation path. The same bytes loaded twice
+    /// while the first [`Check`] is alive yield the same `Arc`, and the same bytes loaded by several threads
+    /// at once are compiled once (the others wait for it).
+    pub fn load(&self, bytes: &[u8]) -> Result<Arc<Check>, Error> {
+        let digest = Digest::of(bytes);
+        if let Some(check) = self.loaded().get(&digest).and_then(Weak::upgrade) {
+            return Ok(check);
+        }
+        let turn = self.compiling().entry(digest).or_default().clone();
+        let _turn = turn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(check) = self.loaded().get(&digest).and_then(Weak::upgrade) {
+            return Ok(check);
+        }
+        let loaded = self.load_uncached(bytes, digest);
+        self.compiling().remove(&digest);
+        loaded
+    }
+
+    fn load_uncached(&self, bytes: &[u8], digest: Digest) -> Result<Arc<Check>, Error> {
+        validate::check_header(bytes)?;
+        let component = self.compile(bytes, digest)?;
+        let interface = Interface::of(&component, &self.engine);
+        let evaluate_export = interface.check_contract(&component, &self.engine)?;
+        let contract_version = evaluate_export
+            .rsplit_once('@')
+            .map_or(CONTRACT_VERSION, |(_, version)| version);
+        let instance_pre = self.linker.instantiate_pre(&component).map_err(|error| {
+            Error::InvalidComponent(format!("its imports do not match the host's: {error:#}"))
+        })?;
+        let pre = PreflightCheckPre::new(instance_pre).map_err(|error| {
+            Error::InvalidComponent(format!(
+                "its exports do not match preflight:check@{CONTRACT_VERSION}: {error:#}"
+            ))
+        })?;
+        let check = Arc::new(Check::new(
+            pre,
+            digest,
+            bytes.len(),
+            contract_version,
+            interface.imports,
+            interface.exports,
+        ));
+        let mut loaded = self.loaded();
+        loaded.retain(|_, check| check.strong_count() > 0);
+        loaded.insert(digest, Arc::downgrade(&check));
+        Ok(check)
+    }
+
+    /// Runs `check` on `request` in a fresh instance. Never fails and never panics on anything the check
+    /// does: every failure is classified in the returned [`Evaluation`]. `limits.memory_bytes` is capped at
+    /// the engine's [`EngineConfig::max_memory_bytes`].
+    ///
+    /// `limits.timeout` is wall-clock time for the whole evaluation, from instantiation to the result, host
+    /// calls included: a check blocked in a host call (a sleep, and any future I/O import) is cut off at
+    /// its deadline like one that computes. While it computes, the check yields to other tasks every epoch
+    /// tick through `tokio::task::yield_now`, so that checks spinning on every worker thread cannot starve
+    /// the rest of the process. Waiting for a free pool slot does not count against the limit.
+    pub async fn evaluate(&self, check: &Check, request: &Request, limits: &Limits) -> Evaluation {
+        // The semaphore is never closed, so acquiring only waits for a free pool slot.
+        let _slot = self.slots.acquire().await.ok();
+        let started = Instant::now();
+        let mut store = Store::new(
+            &self.engine,
+            GuestState::new(limits.memory_bytes.min(self.max_memory_bytes), request.now),
+        );
+        store.limiter(|state| state);
+        store.set_hostcall_fuel(hostcall_budget(limits));
+        let timeout = limits.timeout.min(Limits::MAX_TIMEOUT);
+        let deadline = started + timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(wasmtime::Error::new(DeadlineExceeded(timeout)))
+            } else {
+                // tokio runs a task woken by a plain `Yield` next, on the same worker; `yield_now` puts it
+                // behind the other ready tasks and the I/O driver.
+                Ok(UpdateDeadline::YieldCustom(
+                    1,
+                    Box::pin(tokio::task::yield_now()),
+                ))
+            }
+        });
+        let run = async {
+            let instance = check.pre.instantiate_async(&mut store).await?;
+            instance
+                .preflight_check_evaluate()
+                .call_check(&mut store, &to_wit(request))
+                .await
+        };
+        // The epoch callback only fires while wasm runs; this deadline also ends host calls (dropping the
+        // future unwinds the guest's stack and frees its slot).
+        let result = tokio::time::timeout_at(deadline.into(), run)
+            .await
+            .unwrap_or_else(|_| Err(wasmtime::Error::new(DeadlineExceeded(timeout))));
+        let duration = started.elapsed();
+        let outcome = match result {
+            Ok(result) => verdict_of(result, limits),
+            Err(error) => Err(classify(&error, store.data(), limits)),
+        };
+        let state = store.into_data();
+        Evaluation {
+            outcome,
+            duration,
+            logs: state.logs,
+            logs_dropped: state.logs_dropped,
+        }
+    }
+
+    fn compile(&self, bytes: &[u8], digest: Digest) -> Result<Component, Error> {
+        if let Some(component) = self
+            .disk
+            .as_ref()
+            .and_then(|disk| disk.load(&self.engine, digest))
+        {
+            return Ok(component);
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|error| Error::InvalidComponent(format!("it does not compile: {error:#}")))?;
+        if let Some(disk) = &self.disk {
+            disk.store(digest, &component);
+        }
+        Ok(component)
+    }
+
+    fn compiling(&self) -> std::sync::MutexGuard<'_, HashMap<Digest, Arc<Mutex<()>>>> {
+        // Holds only locks, no invariant a panicking thread could break.
+        self.compiling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<Digest, Weak<Check>>> {
+        // The map holds no invariant a panicking thread could break, so a poisoned lock is still usable.
+        self.loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn to_wit(request: &Request) -> CheckRequest {
+    let since_epoch = request
+        .now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    CheckRequest {
+        object: request.object.clone(),
+        config: request.config.clone(),
+        target: Target {
+            group: request.target.group.clone(),
+            version: request.target.version.clone(),
+            kind: request.target.kind.clone(),
+            namespace: request.target.namespace.clone(),
+            name: request.target.name.clone(),
+        },
+        now: Datetime {
+            seconds: since_epoch.as_secs(),
+            nanoseconds: since_epoch.subsec_nanos(),
+        },
+    }
+}
+
+/// Checks a returned result against the contract and turns it into a verdict or a failure.
+fn verdict_of(result: PreflightResult, limits: &Limits) -> CheckOutcome {
+    let PreflightResult {
+        proceed,
+        requeue_after_ms,
+        error,
+        reason,
+        message,
+    } = result;
+    let size = reason.len() + message.len() + error.as_ref().map_or(0, String::len);
+    if size > limits.max_result_bytes {
+        return Err(Failure::new(
+            FailureKind::InvalidResult,
+            format!(
+                "the check returned {size} bytes of reason, message and error; the limit is {}",
+                limits.max_result_bytes
+            ),
+        ));
+    }
+    if !is_valid_reason(&reason) {
+        let shown: String = reason.chars().take(64).collect();
+        return Err(Failure::new(
+            FailureKind::InvalidResult,
+            format!(
+                "reason {shown:?} is not a valid condition reason: start with a letter, then letters, digits, \
+                 '_', ',' or ':' (UpperCamelCase, at most {MAX_REASON_LEN} characters)"
+            ),
+        ));
+    }
+    if let Some(error) = error {
+        if proceed {
+            return Err(Failure::new(
+                FailureKind::InvalidResult,
+                format!("the check both proceeded and returned an error ({error})"),
+            ));
+        }
+        let reason = if reason.is_empty() {
+            FailureKind::CheckError.default_reason().to_owned()
+        } else {
+            reason
+        };
+        return Err(Failure {
+            kind: FailureKind::CheckError,
+            reason,
+            message: error,
+        });
+    }
+    let requeue_after = requeue_after_ms
+        .filter(|ms| *ms > 0)
+        .map(|ms| Duration::from_millis(ms.into()));
+    Ok(Verdict {
+        proceed,
+        requeue_after,
+        reason,
+        message,
+    })
+}
+
+/// Empty, or a Kubernetes condition reason: `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, at most 1024 bytes.
+fn is_valid_reason(reason: &str) -> bool {
+    let bytes = reason.as_bytes();
+    let inner = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':');
+    match bytes {
+        [] => true,
+        [first, rest @ ..] => {
+            reason.len() <= MAX_REASON_LEN
+                && first.is_ascii_alphabetic()
+                && rest.iter().all(inner)
+                && rest
+                    .last()
+                    .is_none_or(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        }
+    }
+}
+
+/// How many bytes a check may pass to the host in one call (its result, a log line, a write to stderr):
+/// wasmtime copies them into host memory before the host sees them, so this bounds what a huge result costs
+/// the host. Above the result cap, so that a result just over it is refused with its exact size.
+fn hostcall_budget(limits: &Limits) -> usize {
+    limits
+        .max_result_bytes
+        .saturating_mul(2)
+        .max(LOG_BYTES_CAP)
+        .saturating_add(HOSTCALL_OVERHEAD_BYTES)
+}
+
+/// Room in the host-call budget for what is not text: the record's fields, lengths and alignment.
+const HOSTCALL_OVERHEAD_BYTES: usize = 4 << 10;
+
+/// How wasmtime says that a guest passed more than the host-call budget (its error type is private).
+const HOSTCALL_BUDGET_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
+
+/// Longest quote of a check's stderr in a failure message.
+const STDERR_QUOTE_BYTES: usize = 2 << 10;
+
+/// Names what stopped a check: its time, its memory, an oversized result, or a trap (quoting the last error
+/// it logged and the end of its stderr, where language runtimes print panics).
+fn classify(error: &wasmtime::Error, state: &GuestState, limits: &Limits) -> Failure {
+    if let Some(deadline) = error.downcast_ref::<DeadlineExceeded>() {
+        return Failure::new(FailureKind::Timeout, deadline.to_string());
+    }
+    if error
+        .chain()
+        .any(|cause| cause.to_string().contains(HOSTCALL_BUDGET_EXHAUSTED))
+    {
+        return Failure::new(
+            FailureKind::InvalidResult,
+            format!(
+                "the check passed more than {} bytes to the host in one call (its result or a log \
+                 line), refused before the copy; the limit is {} bytes of reason, message and error",
+                hostcall_budget(limits),
+                limits.max_result_bytes
+            ),
+        );
+    }
+    if let Some(memory) = error.downcast_ref::<MemoryLimitExceeded>() {
+        return Failure::new(FailureKind::MemoryLimit, memory.to_string());
+    }
+    if let Some(table) = error.downcast_ref::<TableLimitExceeded>() {
+        return Failure::new(FailureKind::MemoryLimit, table.to_string());
+    }
+    let what = if let Some(trap) = error.downcast_ref::<Trap>() {
+        format!("the check trapped: {trap}")
+    } else if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        format!(
+            "the check exited with status {} instead of returning a result",
+            exit.0
+        )
+    } else {
+        format!("the check failed: {error:#}")
+    };
+    let mut message = what;
+    if let Some(line) = state.last_error_line() {
+        message += &format!("; it last logged: {line}");
+    }
+    if let Some(stderr) = state.stderr.text() {
+        message += &format!(
+            "; its stderr ended with: {}",
+            tail(&stderr, STDERR_QUOTE_BYTES)
+        );
+    }
+    Failure::new(FailureKind::Trap, message)
+}
+
+/// The last `max` bytes of `text`, cut on a character boundary, marked with an ellipsis when cut.
+fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
+}
+
+/// Advances the engine's epoch on a dedicated thread, so that timeouts fire even when every async worker
+/// is busy. Stops when dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: wasmtime::Engine, tick: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("preflight-epoch".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    engine.increment_epoch();
+                }
+            })
+            .ok();
+        Self { stop, thread }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(
+        proceed: bool,
+        requeue_after_ms: Option<u32>,
+        error: Option<&str>,
+        reason: &str,
+    ) -> PreflightResult {
+        PreflightResult {
+            proceed,
+            requeue_after_ms,
+            error: error.map(Into::into),
+            reason: reason.into(),
+            message: "m".into(),
+        }
+    }
+
+    #[test]
+    fn condition_reasons_follow_the_kubernetes_pattern() {
+        for good in ["", "A", "DependencyMissing", "Not_Ready", "a:b,c_", "X1"] {
+            assert!(is_valid_reason(good), "{good}");
+        }
+        for bad in [
+            "1Abc",
+            "Has Space",
+            "Trailing:",
+            "Trailing,",
+            "émoji",
+            &"A".repeat(1025),
+        ] {
+            assert!(!is_valid_reason(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn results_are_checked_against_the_contract() {
+        let limits = Limits::default();
+        let verdict = verdict_of(result(false, Some(1500), None, "Waiting"), &limits).unwrap();
+        assert_eq!(verdict.requeue_after, Some(Duration::from_millis(1500)));
+        assert_eq!(
+            verdict_of(result(false, Some(0), None, ""), &limits)
+                .unwrap()
+                .requeue_after,
+            None
+        );
+
+        let error = verdict_of(result(false, None, Some("db down"), ""), &limits).unwrap_err();
+        assert_eq!(
+            (error.kind, error.reason.as_str(), error.message.as_str()),
+            (FailureKind::CheckError, "CheckError", "db down")
+        );
+        let error =
+            verdict_of(result(false, None, Some("db down"), "DbDown"), &limits).unwrap_err();
+        assert_eq!(error.reason, "DbDown");
+
+        let contradiction = verdict_of(result(true, None, Some("x"), ""), &limits).unwrap_err();
+        assert_eq!(contradiction.kind, FailureKind::InvalidResult);
+        assert_eq!(
+            verdict_of(result(true, None, None, "not a reason"), &limits)
+                .unwrap_err()
+                .kind,
+            FailureKind::InvalidResult
+        );
+
+        let small = Limits {
+            max_result_bytes: 10,
+            ..Limits::default()
+        };
+        let too_big = verdict_of(result(true, None, None, "ElevenChars"), &small).unwrap_err();
+        assert_eq!(too_big.kind, FailureKind::InvalidResult);
+        assert!(
+            too_big.message.contains("limit is 10"),
+            "{}",
+            too_big.message
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! Is this a preflight check? Precise answers for bytes that are not one, before and after compiling.
+
+use crate::bindings::v0_1::{CHECK_FUNCTION, CONTRACT_VERSION, EVALUATE_EXPORT};
+use crate::error::Error;
+use crate::imports::is_provided;
+use wasmtime::component::types::ComponentItem;
+
+const WASM_MAGIC: &[u8; 4] = b"\0asm";
+/// Version and layer fields of a core module (version 1, layer 0).
+const CORE_MODULE_HEADER: [u8; 4] = [1, 0, 0, 0];
+/// Layer field (bytes 6..8) of a component.
+const COMPONENT_LAYER: [u8; 2] = [1, 0];
+
+/// Rejects bytes that are not a WebAssembly component, naming what they are instead.
+pub(crate) fn check_header(bytes: &[u8]) -> Result<(), Error> {
+    let invalid = |message: String| Err(Error::InvalidComponent(message));
+    if bytes.len() < 8 || &bytes[..4] != WASM_MAGIC {
+        let start = &bytes[..bytes.len().min(8)];
+        return invalid(format!(
+            "not a WebAssembly binary: it does not start with \\0asm (first bytes: {start:02x?})"
+        ));
+    }
+    if bytes[4..8] == CORE_MODULE_HEADER {
+        return invalid(
+            "this is a core WebAssembly module, not a component: build for the wasm32-wasip2 target \
+             (or wrap it with `wasm-tools component new`)"
+                .to_owned(),
+        );
+    }
+    if bytes[6..8] != COMPONENT_LAYER {
+        return invalid(format!(
+            "unknown WebAssembly encoding (version/layer bytes {:02x?})",
+            &bytes[4..8]
+        ));
+    }
+    Ok(())
+}
+
+/// The names a compiled component imports and exports.
+pub(crate) struct Interface {
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+}
+
+impl Interface {
+    pub fn of(component: &wasmtime::component::Component, engine: &wasmtime::Engine) -> Self {
+        let ty = component.component_type();
+        Self {
+            imports: ty
+                .imports(engine)
+                .map(|(name, _)| name.to_owned())
+                .collect(),
+            exports: ty
+                .exports(engine)
+                .map(|(name, _)| name.to_owned())
+                .collect(),
+        }
+    }
+
+    /// Checks, in this order, that the component is built for a contract version this host serves (a
+    /// `0.1.y` `evaluate` export, whatever `y`: patch releases only add interfaces), that it imports only
+    /// what the host provides, and that its `evaluate` export has the `check` function. The version comes
+    /// first: a check of a future contract is told so, not that it wants something the host refuses.
+    /// Signature mismatches are found later, when the host pre-instantiates it. Returns the name of the
+    /// `evaluate` export (with the check's contract version).
+    pub fn check_contract(
+        &self,
+        component: &wasmtime::component::Component,
+        engine: &wasmtime::Engine,
+    ) -> Result<String, Error> {
+        let evaluate_export = self.evaluate_export()?;
+        let unsupported: Vec<&str> = self
+            .imports
+            .iter()
+            .map(String::as_str)
+            .filter(|name| !is_provided(name))
+            .collect();
+        if !unsupported.is_empty() {
+            return Err(Error::InvalidComponent(format!(
+                "it imports what the host does not provide: {}. Checks get no filesystem, network or \
+                 environment: they log through preflight:check/log and get the object and time in the \
+                 request; an interface of a newer 0.1.x contract needs a newer host",
+                unsupported.join(", ")
+            )));
+        }
+        let component_type = component.component_type();
+        let Some(ComponentItem::ComponentInstance(evaluate)) = component_type
+            .get_export(engine, evaluate_export)
+            .map(|export| export.ty)
+        else {
+            return Err(Error::InvalidComponent(format!(
+                "its {evaluate_export} export is not an interface"
+            )));
+        };
+        if evaluate.get_export(engine, CHECK_FUNCTION).is_none() {
+            return Err(Error::InvalidComponent(format!(
+                "its {evaluate_export} export has no `{CHECK_FUNCTION}` function"
+            )));
+        }
+        Ok(evaluate_export.to_owned())
+    }
+
+    /// The name of the component's `evaluate` export when it is of a contract version this host serves.
+    fn evaluate_export(&self) -> Result<&str, Error> {
+        let (interface, _) = EVALUATE_EXPORT
+            .split_once('@')
+            .unwrap_or((EVALUATE_EXPORT, ""));
+        let versioned = self.exports.iter().find_map(|name| {
+            let version = name.strip_prefix(interface)?.strip_prefix('@')?;
+            Some((name.as_str(), version))
+        });
+        match versioned {
+            Some((name, version)) if same_minor(version, CONTRACT_VERSION) => Ok(name),
+            Some((_, version)) => Err(Error::InvalidComponent(format!(
+                "it is built for contract preflight:check@{version}; this host serves \
+                 preflight:check@{}.x. Build the check against that version or run a host that serves {version}",
+                minor(CONTRACT_VERSION)
+            ))),
+            None => {
+                let exports = if self.exports.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    self.exports.join(", ")
+                };
+                Err(Error::InvalidComponent(format!(
+                    "it does not export {EVALUATE_EXPORT} (it exports {exports}): is it built for the \
+                     preflight:check/preflight-check world?"
+                )))
+            }
+        }
+    }
+}
+
+/// `major.minor` of a version (`0.1` of `0.1.7`).
+pub(crate) fn minor(version: &str) -> String {
+    version.split('.').take(2).collect::<Vec<_>>().join(".")
+}
+
+/// Whether two versions share `major.minor`: the semver rule for `0.x` versions, under which a host of
+/// `0.1.0` serves a check of `0.1.7` (patch releases only add interfaces; imports are checked on their own).
+pub(crate) fn same_minor(version: &str, other: &str) -> bool {
+    version.split('.').count() == 3 && minor(version) == minor(other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_say_what_the_bytes_are() {
+        let message = |bytes: &[u8]| check_header(bytes).unwrap_err().to_string();
+        assert!(message(b"hello world").contains("not a WebAssembly binary"));
+        assert!(message(b"").contains("not a WebAssembly binary"));
+        assert!(message(b"\0asm\x01\0\0\0").contains("core WebAssembly module"));
+        assert!(message(b"\0asm\x0d\0\x07\0").contains("unknown WebAssembly encoding"));
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+
+    #[test]
+    fn any_patch_of_the_served_minor_is_served() {
+        assert!(same_minor("0.1.0", "0.1.0"));
+        assert!(same_minor("0.1.7", "0.1.0"));
+        assert!(!same_minor("0.2.0", "0.1.0"));
+        assert!(!same_minor("0.9.0", "0.1.0"));
+        assert!(!same_minor("1.1.0", "0.1.0"));
+        assert!(!same_minor("0.1", "0.1.0"));
+    }
+}

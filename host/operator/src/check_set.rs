@@ -1,0 +1,269 @@
+//! The checks in force, per gated kind: the last good version of each check, the problem with a newer
+//! version that could not be used, and a revision per kind so that controllers know when to re-check.
+//!
+//! A broken version never replaces a good one: [`CheckSet::reject`] records the problem beside the good
+//! version, which keeps serving.
+
+use crate::kind::GatedKind;
+use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection};
+use preflight_engine::{Check, Digest, Engine};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::watch;
+
+/// A compiled check with its settings, ready to evaluate.
+#[derive(Debug)]
+pub struct LoadedCheck {
+    /// How the check is applied.
+    pub settings: CheckSettings,
+    /// The compiled component.
+    pub check: Arc<Check>,
+}
+
+impl LoadedCheck {
+    /// Compiles `source` (CPU-heavy on a cache miss: call from a blocking thread).
+    pub fn load(engine: &Engine, source: CheckSource) -> Result<Self, Rejection> {
+        let check = engine.load(&source.component).map_err(|error| Rejection {
+            gates: Some(source.settings.gates.clone()),
+            failure_policy: source.settings.failure_policy,
+            problem: error.to_string(),
+        })?;
+        Ok(Self {
+            settings: source.settings,
+            check,
+        })
+    }
+
+    /// The component's sha256.
+    pub fn digest(&self) -> Digest {
+        self.check.digest()
+    }
+}
+
+/// One check of a kind as the gate sees it: usable, or known only by its problem.
+#[derive(Debug, Clone)]
+pub enum GateEntry {
+    /// A good version.
+    Ready(Arc<LoadedCheck>),
+    /// No good version exists; the last attempt failed for this reason.
+    Unavailable {
+        /// The check's name.
+        name: String,
+        /// Its failure policy, as far as it could be read.
+        failure_policy: FailurePolicy,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+impl GateEntry {
+    /// The check's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Ready(check) => &check.settings.name,
+            Self::Unavailable { name, .. } => name,
+        }
+    }
+}
+
+/// What the set holds for one check name.
+#[derive(Debug, Default)]
+struct Entry {
+    good: Option<Arc<LoadedCheck>>,
+    /// The newest version's problem, when it could not be used.
+    rejection: Option<Rejection>,
+}
+
+impl Entry {
+    /// The kind the entry gates: the good version's, else the one the broken version names.
+    fn gates(&self) -> Option<&GatedKind> {
+        self.good
+            .as_ref()
+            .map(|check| &check.settings.gates)
+            .or_else(|| self.rejection.as_ref()?.gates.as_ref())
+    }
+
+    fn order(&self) -> i32 {
+        self.good.as_ref().map_or(0, |check| check.settings.order)
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: BTreeMap<String, Entry>,
+    revisions: HashMap<GatedKind, u64>,
+    next_revision: u64,
+}
+
+impl State {
+    fn bump(&mut self, kinds: impl IntoIterator<Item = Option<GatedKind>>) {
+        for kind in kinds.into_iter().flatten() {
+            self.next_revision += 1;
+            self.revisions.insert(kind, self.next_revision);
+        }
+    }
+}
+
+/// The checks in force. Cheap to share (`Arc<CheckSet>`); every change is announced on [`CheckSet::subscribe`].
+#[derive(Debug)]
+pub struct CheckSet {
+    state: Mutex<State>,
+    changes: watch::Sender<u64>,
+}
+
+impl Default for CheckSet {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            changes: watch::Sender::new(0),
+        }
+    }
+}
+
+impl CheckSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Swaps in a good version of a check (atomically: evaluations see the old or the new one, never neither)
+    /// and clears its recorded problem. Returns whether objects see a new version (the same version as the
+    /// good one, e.g. a revert after a broken edit, only clears the problem).
+    pub fn install(&self, check: LoadedCheck) -> bool {
+        let mut state = self.state();
+        let entry = state
+            .entries
+            .entry(check.settings.name.clone())
+            .or_default();
+        if entry
+            .good
+            .as_ref()
+            .is_some_and(|good| same_version(good, &check))
+        {
+            let cleared = entry.rejection.take().is_some();
+            drop(state);
+            if cleared {
+                self.announce();
+            }
+            return false;
+        }
+        let old_kind = entry.gates().cloned();
+        let new_kind = Some(check.settings.gates.clone());
+        entry.good = Some(Arc::new(check));
+        entry.rejection = None;
+        state.bump([old_kind, new_kind]);
+        drop(state);
+        self.announce();
+        true
+    }
+
+    /// Records that the newest version of `name` cannot be used; the last good version, if any, keeps
+    /// serving. Returns whether the check now has no good version (its objects are affected).
+    pub fn reject(&self, name: &str, rejection: Rejection) -> bool {
+        let mut state = self.state();
+        let entry = state.entries.entry(name.to_owned()).or_default();
+        if entry.rejection.as_ref() == Some(&rejection) {
+            return entry.good.is_none();
+        }
+        let had_good = entry.good.is_some();
+        let old_kind = entry.gates().cloned();
+        entry.rejection = Some(rejection);
+        let new_kind = entry.gates().cloned();
+        // Objects only see a rejection when no good version hides it.
+        if !had_good {
+            state.bump([old_kind, new_kind]);
+        }
+        drop(state);
+        self.announce();
+        !had_good
+    }
+
+    /// Removes a check (its ConfigMap was deleted). Returns the kind it gated.
+    pub fn remove(&self, name: &str) -> Option<GatedKind> {
+        let mut state = self.state();
+        let kind = state.entries.remove(name)?.gates().cloned();
+        state.bump([kind.clone()]);
+        drop(state);
+        self.announce();
+        kind
+    }
+
+    /// The checks of `kind`, in evaluation order (order, then name).
+    pub fn for_kind(&self, kind: &GatedKind) -> Vec<GateEntry> {
+        let state = self.state();
+        let mut entries: Vec<(i32, &String, GateEntry)> = state
+            .entries
+            .iter()
+            .filter(|(_, entry)| entry.gates() == Some(kind))
+            .filter_map(|(name, entry)| {
+                let gate_entry = match (&entry.good, &entry.rejection) {
+                    (Some(good), _) => GateEntry::Ready(good.clone()),
+                    (None, Some(rejection)) => GateEntry::Unavailable {
+                        name: name.clone(),
+                        failure_policy: rejection.failure_policy,
+                        problem: rejection.problem.clone(),
+                    },
+                    (None, None) => return None,
+                };
+                Some((entry.order(), name, gate_entry))
+            })
+            .collect();
+        entries.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        entries.into_iter().map(|(_, _, entry)| entry).collect()
+    }
+
+    /// Every kind some check gates.
+    pub fn kinds(&self) -> BTreeSet<GatedKind> {
+        self.state()
+            .entries
+            .values()
+            .filter_map(|entry| entry.gates().cloned())
+            .collect()
+    }
+
+    /// The names of every check the set knows, good or not.
+    pub fn names(&self) -> Vec<String> {
+        self.state().entries.keys().cloned().collect()
+    }
+
+    /// Changes whenever the checks of `kind` change; 0 when they never did.
+    pub fn revision(&self, kind: &GatedKind) -> u64 {
+        self.state().revisions.get(kind).copied().unwrap_or(0)
+    }
+
+    /// Number of good checks per kind, for metrics.
+    pub fn loaded_per_kind(&self) -> BTreeMap<GatedKind, usize> {
+        let mut counts = BTreeMap::new();
+        for check in self
+            .state()
+            .entries
+            .values()
+            .filter_map(|entry| entry.good.as_ref())
+        {
+            *counts.entry(check.settings.gates.clone()).or_default() += 1;
+        }
+        counts
+    }
+
+    /// A receiver that sees a new value after every change to the set.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn announce(&self) {
+        self.changes.send_modify(|generation| *generation += 1);
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the maps half-updated in a way that matters more than
+        // stopping: recover the guard.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Whether two loaded versions behave identically (same bytes and settings).
+fn same_version(a: &LoadedCheck, b: &LoadedCheck) -> bool {
+    a.digest() == b.digest() && a.settings == b.settings
+}

@@ -1,0 +1,422 @@
+//! A check as a ConfigMap carries it: the component in `binaryData` (plain, zstd or gzip), the kind it gates
+//! in a label, and optional settings in `data`. Parsing is pure; compiling is the check set's job.
+//!
+//! The simple case needs one file and one label:
+//! `kubectl create configmap my-check --from-file=check.wasm` then
+//! `kubectl label configmap my-check preflight.dev/gates=App.apps.example.com`.
+
+use crate::kind::GatedKind;
+use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection};
+use k8s_openapi::api::core::v1::ConfigMap;
+use preflight_engine::{Digest, Limits};
+use std::io::Read;
+
+/// The label that selects check ConfigMaps and names the kind they gate (`Kind.group`).
+pub const GATES_LABEL: &str = "preflight.dev/gates";
+/// The `binaryData` key of the component when a ConfigMap carries several binary entries.
+pub const COMPONENT_KEY: &str = "check.wasm";
+/// The largest component accepted after decompression: a bound on decompression bombs.
+pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+
+/// The `data` keys a check ConfigMap may carry; any other key is rejected as a likely typo.
+const DATA_KEYS: [&str; 8] = [
+    "gates",
+    "versions",
+    "order",
+    "timeout",
+    "memoryLimit",
+    "failurePolicy",
+    "config",
+    "sha256",
+];
+
+/// Reads a check ConfigMap. Every problem is reported at once, so one edit can fix them all.
+pub fn from_config_map(
+    config_map: &ConfigMap,
+    defaults: &Limits,
+) -> Result<CheckSource, Rejection> {
+    let namespace = config_map.metadata.namespace.as_deref().unwrap_or_default();
+    let name = format!(
+        "{namespace}/{}",
+        config_map.metadata.name.as_deref().unwrap_or_default()
+    );
+    let data = config_map.data.clone().unwrap_or_default();
+    let text = |key: &str| {
+        data.get(key)
+            .map(|value| value.trim())
+            .filter(|value| !value.is_empty())
+    };
+    let mut problems = Vec::new();
+
+    let gates_text = text("gates").or_else(|| {
+        config_map
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(GATES_LABEL))
+            .map(String::as_str)
+    });
+    let gates = match gates_text {
+        None => {
+            problems.push(format!(
+                "it names no kind: set the label {GATES_LABEL}=Kind.group (or data key `gates`)"
+            ));
+            None
+        }
+        Some(text) => GatedKind::parse(text).or_else(|| {
+            problems.push(format!(
+                "`{text}` is not a kind: write Kind.group, e.g. App.apps.example.com, or Kind for the core group"
+            ));
+            None
+        }),
+    };
+    let failure_policy = match text("failurePolicy") {
+        None | Some("Fail") => FailurePolicy::Fail,
+        Some("Ignore") => FailurePolicy::Ignore,
+        Some(other) => {
+            problems.push(format!(
+                "failurePolicy `{other}` is neither Fail nor Ignore"
+            ));
+            FailurePolicy::Fail
+        }
+    };
+    for key in data.keys().filter(|key| !DATA_KEYS.contains(&key.as_str())) {
+        problems.push(format!(
+            "unknown data key `{key}` (known: {})",
+            DATA_KEYS.join(", ")
+        ));
+    }
+    let order = text("order").map_or(0, |value| {
+        value.parse().unwrap_or_else(|_| {
+            problems.push(format!("order `{value}` is not an integer"));
+            0
+        })
+    });
+    let mut limits = *defaults;
+    if let Some(value) = text("timeout") {
+        match humantime::parse_duration(value) {
+            Ok(timeout) if !timeout.is_zero() && timeout <= Limits::MAX_TIMEOUT => {
+                limits.timeout = timeout;
+            }
+            _ => problems.push(format!(
+                "timeout `{value}` is not a duration between 1ms and {} such as 500ms or 2s",
+                humantime::format_duration(Limits::MAX_TIMEOUT)
+            )),
+        }
+    }
+    if let Some(value) = text("memoryLimit") {
+        match preflight_engine::parse_size(value) {
+            Ok(bytes) if bytes > 0 => limits.memory_bytes = bytes,
+            _ => problems.push(format!("memoryLimit `{value}` is not a size such as 64MiB")),
+        }
+    }
+    let versions = text("versions").map_or_else(Vec::new, |value| {
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|version| !version.is_empty())
+            .map(str::to_owned)
+            .collect()
+    });
+    let config = match text("config") {
+        None => "{}".to_owned(),
+        Some(value) => match serde_norway::from_str::<serde_json::Value>(value) {
+            Ok(parsed) => parsed.to_string(),
+            Err(error) => {
+                problems.push(format!("config is not YAML or JSON: {error}"));
+                String::new()
+            }
+        },
+    };
+    let component = read_component(config_map)
+        .map_err(|problem| problems.push(problem))
+        .ok();
+    if let (Some(component), Some(pinned)) = (&component, text("sha256")) {
+        match (Digest::parse(pinned), Digest::of(component)) {
+            (None, _) => problems.push(format!("sha256 `{pinned}` is not 64 hexadecimal digits")),
+            (Some(pinned), actual) if pinned != actual => problems.push(format!(
+                "the component's sha256 is {actual}, not the pinned {pinned}"
+            )),
+            _ => {}
+        }
+    }
+    match (gates, component) {
+        (Some(gates), Some(component)) if problems.is_empty() => Ok(CheckSource {
+            settings: CheckSettings {
+                name,
+                gates,
+                versions,
+                order,
+                limits,
+                failure_policy,
+                config,
+            },
+            component,
+        }),
+        (gates, _) => Err(Rejection {
+            gates,
+            failure_policy,
+            problem: problems.join("; "),
+        }),
+    }
+}
+
+/// The component: `binaryData[check.wasm]`, or the only `binaryData` entry; decompressed when it starts
+/// with the zstd or gzip magic number.
+fn read_component(config_map: &ConfigMap) -> Result<Vec<u8>, String> {
+    let entries = config_map
+        .binary_data
+        .as_ref()
+        .filter(|entries| !entries.is_empty())
+        .ok_or(
+            "it carries no component: put the .wasm in binaryData (kubectl create configmap --from-file=check.wasm)",
+        )?;
+    let entry = match entries.get(COMPONENT_KEY) {
+        Some(entry) => entry,
+        None if entries.len() == 1 => entries.values().next().ok_or("no component")?,
+        None => {
+            return Err(format!(
+                "it carries several binaryData entries and none is named {COMPONENT_KEY}"
+            ));
+        }
+    };
+    decompress(&entry.0)
+}
+
+/// Decompresses zstd or gzip data, refusing more than [`MAX_COMPONENT_BYTES`]; other bytes pass through.
+fn decompress(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+    const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+    let (format, reader): (&str, Box<dyn Read + '_>) = if bytes.starts_with(&ZSTD_MAGIC) {
+        let decoder = zstd::stream::read::Decoder::new(bytes)
+            .map_err(|error| format!("cannot read the zstd component: {error}"))?;
+        ("zstd", Box::new(decoder))
+    } else if bytes.starts_with(&GZIP_MAGIC) {
+        ("gzip", Box::new(flate2::read::GzDecoder::new(bytes)))
+    } else {
+        return Ok(bytes.to_vec());
+    };
+    let mut component = Vec::new();
+    reader
+        .take(MAX_COMPONENT_BYTES as u64 + 1)
+        .read_to_end(&mut component)
+        .map_err(|error| format!("cannot decompress the {format} component: {error}"))?;
+    if component.len() > MAX_COMPONENT_BYTES {
+        return Err(format!(
+            "the {format} component decompresses to more than {} MiB",
+            MAX_COMPONENT_BYTES >> 20
+        ));
+    }
+    Ok(component)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+    use std::collections::BTreeMap;
+    use std::io::Write;
+    use std::time::Duration;
+
+    const WASM: &[u8] = b"\0asm\x0d\0\x01\0 pretend component";
+
+    fn config_map(
+        labels: &[(&str, &str)],
+        data: &[(&str, &str)],
+        binary: &[(&str, &[u8])],
+    ) -> ConfigMap {
+        let strings = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let mut config_map = ConfigMap::default();
+        config_map.metadata.name = Some("dependency-ready".into());
+        config_map.metadata.namespace = Some("preflight-system".into());
+        config_map.metadata.labels = Some(strings(labels));
+        config_map.data = Some(strings(data));
+        config_map.binary_data = Some(
+            binary
+                .iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
+                .collect(),
+        );
+        config_map
+    }
+
+    fn rejection(config_map: &ConfigMap) -> Rejection {
+        from_config_map(config_map, &Limits::default()).unwrap_err()
+    }
+
+    #[test]
+    fn the_simple_case_is_one_file_and_one_label() {
+        let source = from_config_map(
+            &config_map(
+                &[(GATES_LABEL, "App.apps.example.com")],
+                &[],
+                &[("any-name.wasm", WASM)],
+            ),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(source.settings.name, "preflight-system/dependency-ready");
+        assert_eq!(source.settings.gates.to_string(), "App.apps.example.com");
+        assert_eq!(source.component, WASM);
+        assert_eq!(
+            (
+                source.settings.order,
+                source.settings.failure_policy,
+                source.settings.config.as_str()
+            ),
+            (0, FailurePolicy::Fail, "{}")
+        );
+        assert_eq!(source.settings.limits, Limits::default());
+    }
+
+    #[test]
+    fn reads_every_setting() {
+        let pinned = Digest::of(WASM).to_string();
+        let source = from_config_map(
+            &config_map(
+                &[(GATES_LABEL, "Ignored.by.data")],
+                &[
+                    ("gates", "Database.db.example.com"),
+                    ("versions", "v1, v2"),
+                    ("order", "-3"),
+                    ("timeout", "250ms"),
+                    ("memoryLimit", "16MiB"),
+                    ("failurePolicy", "Ignore"),
+                    ("config", "available: [postgres]\nretryAfterSeconds: 5"),
+                    ("sha256", &pinned),
+                ],
+                &[(COMPONENT_KEY, WASM), ("README.bin", b"other")],
+            ),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(source.settings.gates.to_string(), "Database.db.example.com");
+        assert_eq!(source.settings.versions, ["v1", "v2"]);
+        assert_eq!(source.settings.order, -3);
+        assert_eq!(source.settings.limits.timeout, Duration::from_millis(250));
+        assert_eq!(source.settings.limits.memory_bytes, 16 << 20);
+        assert_eq!(source.settings.failure_policy, FailurePolicy::Ignore);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&source.settings.config).unwrap(),
+            serde_json::json!({"available": ["postgres"], "retryAfterSeconds": 5})
+        );
+    }
+
+    #[test]
+    fn decompresses_zstd_and_gzip() {
+        let zstd = zstd::encode_all(WASM, 3).unwrap();
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gzip.write_all(WASM).unwrap();
+        let gzip = gzip.finish().unwrap();
+        for compressed in [zstd, gzip] {
+            let source = from_config_map(
+                &config_map(
+                    &[(GATES_LABEL, "App.example.com")],
+                    &[],
+                    &[("check.wasm.zst", &compressed)],
+                ),
+                &Limits::default(),
+            )
+            .unwrap();
+            assert_eq!(source.component, WASM);
+        }
+    }
+
+    #[test]
+    fn refuses_a_decompression_bomb() {
+        let bomb = zstd::encode_all(&vec![0u8; MAX_COMPONENT_BYTES + 1][..], 19).unwrap();
+        assert!(
+            bomb.len() < 64 << 10,
+            "the bomb is small: {} bytes",
+            bomb.len()
+        );
+        let rejected = rejection(&config_map(
+            &[(GATES_LABEL, "App.example.com")],
+            &[],
+            &[("c", &bomb)],
+        ));
+        assert!(
+            rejected
+                .problem
+                .contains("decompresses to more than 64 MiB"),
+            "{}",
+            rejected.problem
+        );
+    }
+
+    #[test]
+    fn reports_every_problem_and_what_could_be_read() {
+        let rejected = rejection(&config_map(
+            &[(GATES_LABEL, "App.apps.example.com")],
+            &[
+                ("failurePolicy", "Ignore"),
+                ("timout", "2s"),
+                ("order", "first"),
+                ("timeout", "soon"),
+                ("memoryLimit", "lots"),
+                ("config", "{unclosed"),
+                ("sha256", &"0".repeat(64)),
+            ],
+            &[("check.wasm", WASM)],
+        ));
+        assert_eq!(rejected.gates, GatedKind::parse("App.apps.example.com"));
+        assert_eq!(rejected.failure_policy, FailurePolicy::Ignore);
+        assert_mentions(
+            &rejected,
+            &[
+                "unknown data key `timout`",
+                "order `first` is not an integer",
+                "timeout `soon`",
+                "memoryLimit `lots`",
+                "config is not YAML or JSON",
+                "not the pinned 0000",
+            ],
+        );
+    }
+
+    #[test]
+    fn refuses_timeouts_beyond_the_engine_cap() {
+        let label = [(GATES_LABEL, "App.example.com")];
+        for timeout in ["100000h", "61s", "0s"] {
+            let rejected = rejection(&config_map(&label, &[("timeout", timeout)], &[("c", WASM)]));
+            assert_mentions(&rejected, &["is not a duration between 1ms and 1m"]);
+        }
+    }
+
+    #[test]
+    fn rejects_a_config_map_without_kind_or_component() {
+        let rejected = rejection(&config_map(&[], &[], &[]));
+        assert_eq!(rejected.gates, None);
+        assert_mentions(&rejected, &["names no kind", "carries no component"]);
+        let ambiguous = rejection(&config_map(
+            &[(GATES_LABEL, "App.example.com")],
+            &[("failurePolicy", "Sometimes")],
+            &[("a.wasm", WASM), ("b.wasm", WASM)],
+        ));
+        assert_mentions(
+            &ambiguous,
+            &["several binaryData entries", "neither Fail nor Ignore"],
+        );
+        let bad_kind = rejection(&config_map(
+            &[(GATES_LABEL, "apps/v1")],
+            &[],
+            &[("c", WASM)],
+        ));
+        assert_mentions(&bad_kind, &["is not a kind"]);
+    }
+
+    fn assert_mentions(rejection: &Rejection, expected: &[&str]) {
+        for text in expected {
+            assert!(
+                rejection.problem.contains(text),
+                "{text:?} in {}",
+                rejection.problem
+            );
+        }
+    }
+}

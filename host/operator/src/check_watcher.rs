@@ -1,0 +1,256 @@
+//! Watches the check ConfigMaps (selected by label, in one namespace unless told otherwise), compiles each
+//! new version off the reconcile path and swaps it into the [`CheckSet`]; a broken version is reported on its
+//! ConfigMap (Event), in the log and in metrics, and never replaces the last good one.
+//!
+//! Versions compile in parallel (a slow compile of one check never delays another), and only the newest
+//! version of each ConfigMap is ever installed: every change takes a sequence number, and a compile whose
+//! number is no longer the newest for its name is dropped.
+
+use crate::check_set::{CheckSet, LoadedCheck};
+use crate::check_source;
+use crate::events::EventPublisher;
+use crate::metrics::{CheckLabels, KindLabels, Metrics};
+use crate::vocabulary::Rejection;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use preflight_engine::{Engine, Limits};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::{Semaphore, watch};
+use tracing::{error, info};
+
+/// Where to look for check ConfigMaps.
+#[derive(Debug, Clone)]
+pub struct CheckSelection {
+    /// The namespace to watch; `None` watches every namespace.
+    pub namespace: Option<String>,
+    /// A label selector, e.g. `preflight.dev/gates`.
+    pub label_selector: String,
+}
+
+/// Keeps the check set in step with the ConfigMaps.
+pub struct CheckWatcher {
+    /// The API client.
+    pub client: Client,
+    /// Compiles checks.
+    pub engine: Arc<Engine>,
+    /// Where loaded checks go.
+    pub checks: Arc<CheckSet>,
+    /// Limits for checks whose ConfigMap sets none.
+    pub default_limits: Limits,
+    /// Reports broken checks.
+    pub events: EventPublisher,
+    /// Counts load failures.
+    pub metrics: Arc<Metrics>,
+}
+
+/// The newest change per check name, and the kinds the `checks_loaded` gauge has reported.
+#[derive(Debug, Default)]
+struct Progress {
+    sequence: u64,
+    newest: HashMap<String, u64>,
+    gauged: BTreeSet<String>,
+}
+
+impl CheckWatcher {
+    /// Watches until the stream ends (never, in practice: the watcher retries with backoff). `synced` turns
+    /// true once the first complete list has been loaded.
+    pub async fn run(self, selection: CheckSelection, synced: watch::Sender<bool>) {
+        let api: Api<ConfigMap> = match &selection.namespace {
+            Some(namespace) => Api::namespaced(self.client.clone(), namespace),
+            None => Api::all(self.client.clone()),
+        };
+        let config = watcher::Config::default().labels(&selection.label_selector);
+        let mut events = watcher(api, config).default_backoff().boxed();
+        let loader = Arc::new(Loader {
+            watcher: self,
+            progress: Mutex::default(),
+            compile_slots: Semaphore::new(PARALLEL_COMPILES),
+        });
+        let mut listed = BTreeSet::new();
+        let mut initial = Vec::new();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => listed.clear(),
+                Ok(watcher::Event::InitApply(config_map)) => {
+                    listed.insert(check_name(&config_map));
+                    initial.push(loader.apply(config_map));
+                }
+                Ok(watcher::Event::InitDone) => {
+                    for load in initial.drain(..) {
+                        let _ = load.await;
+                    }
+                    let known = loader.watcher.checks.names();
+                    for gone in known.iter().filter(|name| !listed.contains(*name)) {
+                        loader.delete(gone);
+                    }
+                    synced.send_replace(true);
+                }
+                Ok(watcher::Event::Apply(config_map)) => drop(loader.apply(config_map)),
+                Ok(watcher::Event::Delete(config_map)) => loader.delete(&check_name(&config_map)),
+                Err(error) => error!(%error, "watching check ConfigMaps"),
+            }
+        }
+    }
+}
+
+/// Compiles and installs versions, newest wins.
+struct Loader {
+    watcher: CheckWatcher,
+    progress: Mutex<Progress>,
+    /// Compiles running at once: each already uses every core, more would only add memory.
+    compile_slots: Semaphore,
+}
+
+/// See [`Loader::compile_slots`]: two, so that one slow compile never holds up every other check.
+const PARALLEL_COMPILES: usize = 2;
+
+impl Loader {
+    /// Starts loading the ConfigMap's version in the background.
+    fn apply(self: &Arc<Self>, config_map: ConfigMap) -> tokio::task::JoinHandle<()> {
+        let name = check_name(&config_map);
+        let sequence = self.supersede(&name);
+        let loader = self.clone();
+        tokio::spawn(async move {
+            // The semaphore is never closed: acquiring only waits for a slot.
+            let _slot = loader.compile_slots.acquire().await.ok();
+            if !loader.is_newest(&name, sequence) {
+                return;
+            }
+            let engine = loader.watcher.engine.clone();
+            let defaults = loader.watcher.default_limits;
+            // Decompressing and compiling are CPU-heavy: off the async workers.
+            let loaded = tokio::task::spawn_blocking(move || {
+                let source = check_source::from_config_map(&config_map, &defaults)?;
+                LoadedCheck::load(&engine, source)
+            })
+            .await
+            .unwrap_or_else(|join_error| {
+                Err(Rejection {
+                    gates: None,
+                    failure_policy: Default::default(),
+                    problem: format!("compilation did not finish: {join_error}"),
+                })
+            });
+            loader.settle(&name, sequence, loaded).await;
+        })
+    }
+
+    /// Records that a newer change of `name` exists; returns its sequence number.
+    fn supersede(&self, name: &str) -> u64 {
+        let mut progress = self.progress();
+        progress.sequence += 1;
+        let sequence = progress.sequence;
+        progress.newest.insert(name.to_owned(), sequence);
+        sequence
+    }
+
+    /// Whether no change of `name` came after the one numbered `sequence`.
+    fn is_newest(&self, name: &str, sequence: u64) -> bool {
+        self.progress().newest.get(name) == Some(&sequence)
+    }
+
+    /// Installs or rejects a compiled version, unless a newer change of the same name came meanwhile.
+    async fn settle(&self, name: &str, sequence: u64, loaded: Result<LoadedCheck, Rejection>) {
+        let checks = &self.watcher.checks;
+        let rejected = {
+            let mut progress = self.progress();
+            if progress.newest.get(name) != Some(&sequence) {
+                return;
+            }
+            let rejected = match loaded {
+                Ok(check) => {
+                    let (kind, digest) = (check.settings.gates.to_string(), check.digest());
+                    if checks.install(check) {
+                        info!(check = %name, %kind, %digest, "check loaded");
+                    }
+                    None
+                }
+                Err(rejection) => {
+                    let unserved = checks.reject(name, rejection.clone());
+                    Some((rejection, unserved))
+                }
+            };
+            self.refresh_loaded_gauge(&mut progress);
+            rejected
+        };
+        if let Some((rejection, unserved)) = rejected {
+            self.report(name, rejection, unserved).await;
+        }
+    }
+
+    /// Says what is wrong with a rejected version: log, metric, Event on the ConfigMap.
+    async fn report(&self, name: &str, rejection: Rejection, unserved: bool) {
+        let kind = rejection
+            .gates
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let consequence = if unserved {
+            "no good version exists: objects of the kind are held per its failurePolicy"
+        } else {
+            "the last good version keeps serving"
+        };
+        let problem = rejection.problem;
+        error!(check = %name, %kind, %problem, consequence, "check rejected");
+        self.watcher
+            .metrics
+            .check_load_failures
+            .get_or_create(&CheckLabels {
+                kind,
+                check: name.to_owned(),
+            })
+            .inc();
+        self.watcher
+            .events
+            .warn_on_config_map(name, "CheckRejected", &format!("{problem}; {consequence}"))
+            .await;
+    }
+
+    /// Removes a check whose ConfigMap is gone; a compile still running for it is dropped when it ends.
+    fn delete(&self, name: &str) {
+        self.supersede(name);
+        let mut progress = self.progress();
+        if let Some(kind) = self.watcher.checks.remove(name) {
+            info!(check = %name, %kind, "check removed");
+        }
+        self.refresh_loaded_gauge(&mut progress);
+    }
+
+    /// Sets `checks_loaded` for every kind with checks, and to 0 for kinds that had some.
+    fn refresh_loaded_gauge(&self, progress: &mut Progress) {
+        let metrics = &self.watcher.metrics;
+        for kind in progress.gauged.iter() {
+            metrics
+                .checks_loaded
+                .get_or_create(&KindLabels { kind: kind.clone() })
+                .set(0);
+        }
+        for (kind, count) in self.watcher.checks.loaded_per_kind() {
+            let kind = kind.to_string();
+            metrics
+                .checks_loaded
+                .get_or_create(&KindLabels { kind: kind.clone() })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+            progress.gauged.insert(kind);
+        }
+    }
+
+    fn progress(&self) -> MutexGuard<'_, Progress> {
+        self.progress
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// `namespace/name` of a ConfigMap: the check's name.
+fn check_name(config_map: &ConfigMap) -> String {
+    format!(
+        "{}/{}",
+        config_map.namespace().unwrap_or_default(),
+        config_map.name_any()
+    )
+}

@@ -1,0 +1,562 @@
+//! The gate: run a kind's checks on one object, apply each check's failure policy, combine with
+//! [`crate::action::decide`], and summarise the result as a condition. This is the library API an operator
+//! calls at the top of its own reconcile; the preflight operator is a thin controller around it.
+
+use crate::check_set::{CheckSet, GateEntry, LoadedCheck};
+use crate::kind::GatedKind;
+use crate::vocabulary::FailurePolicy;
+use preflight_engine::action::{Action, BACKOFF_MAX, Decision, decide};
+use preflight_engine::{
+    CheckOutcome, Engine, Evaluation, Failure, FailureKind, LogLevel, Request, Target, Verdict,
+};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Longest condition message written; Kubernetes allows 32 KiB, people read the first lines.
+const MAX_MESSAGE_CHARS: usize = 4096;
+
+/// Runs the checks of a kind on objects and keeps each object's consecutive-failure count for backoff.
+pub struct Gate {
+    engine: Arc<Engine>,
+    checks: Arc<CheckSet>,
+    failures: Mutex<FailureCounts>,
+}
+
+/// One check's part in a gate result.
+#[derive(Debug, Clone)]
+pub struct CheckRun {
+    /// The check's name.
+    pub name: String,
+    /// The outcome after the failure policy (an ignored failure becomes a proceeding verdict).
+    pub outcome: CheckOutcome,
+    /// The failure that `failurePolicy: Ignore` turned into "proceed", if any.
+    pub ignored: Option<Failure>,
+    /// Time spent in the check; zero when it could not run.
+    pub duration: Duration,
+}
+
+/// What the gate decided for one object.
+#[derive(Debug, Clone)]
+pub struct GateResult {
+    /// The controller action and the object's failure count.
+    pub decision: Decision,
+    /// The condition to record: whether the object may proceed, why, in a sentence.
+    pub summary: Summary,
+    /// Every check that ran, in order.
+    pub runs: Vec<CheckRun>,
+}
+
+/// The condition-shaped summary of a gate result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// The object may be reconciled now.
+    pub proceed: bool,
+    /// UpperCamelCase reason.
+    pub reason: String,
+    /// Human message naming the deciding check.
+    pub message: String,
+}
+
+impl GateResult {
+    /// Whether the object may be reconciled now.
+    pub fn proceed(&self) -> bool {
+        self.summary.proceed
+    }
+}
+
+impl Gate {
+    /// A gate over `checks`, evaluated by `engine`.
+    pub fn new(engine: Arc<Engine>, checks: Arc<CheckSet>) -> Self {
+        Self {
+            engine,
+            checks,
+            failures: Mutex::default(),
+        }
+    }
+
+    /// The checks this gate runs.
+    pub fn checks(&self) -> &Arc<CheckSet> {
+        &self.checks
+    }
+
+    /// Runs every check of `kind` on `object` (a Kubernetes object as JSON) in order and decides. Never
+    /// fails: whatever a check does ends up classified in the result.
+    pub async fn evaluate(&self, kind: &GatedKind, object: serde_json::Value) -> GateResult {
+        let target = Target::of_object(&object);
+        let key = object_key(&object, &target);
+        // One request for every check of the object; only the configuration changes between checks.
+        let mut request = Request {
+            object: without_managed_fields(object),
+            config: String::new(),
+            target,
+            now: SystemTime::now(),
+        };
+        let mut runs = Vec::new();
+        for entry in self.checks.for_kind(kind) {
+            let run = match entry {
+                GateEntry::Ready(check) if applies(&check, &request.target) => {
+                    self.run(&check, &mut request).await
+                }
+                GateEntry::Ready(_) => continue,
+                GateEntry::Unavailable {
+                    name,
+                    failure_policy,
+                    problem,
+                } => with_policy(
+                    name.clone(),
+                    failure_policy,
+                    Err(Failure::new(
+                        FailureKind::InvalidComponent,
+                        format!("no usable version of the check: {problem}"),
+                    )),
+                    Duration::ZERO,
+                ),
+            };
+            runs.push(run);
+        }
+        let decision = {
+            let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+            let decision = decide(runs.iter().map(|run| &run.outcome), failures.get(&key));
+            failures.set(key, decision.failures, Instant::now());
+            decision
+        };
+        GateResult {
+            summary: summarize(&decision, &runs),
+            decision,
+            runs,
+        }
+    }
+
+    async fn run(&self, check: &LoadedCheck, request: &mut Request) -> CheckRun {
+        request.config.clone_from(&check.settings.config);
+        let evaluation = self
+            .engine
+            .evaluate(&check.check, request, &check.settings.limits)
+            .await;
+        forward_logs(&check.settings.name, &evaluation);
+        with_policy(
+            check.settings.name.clone(),
+            check.settings.failure_policy,
+            evaluation.outcome,
+            evaluation.duration,
+        )
+    }
+}
+
+/// The tracing target of the lines checks log: filter them with `RUST_LOG=preflight::check=debug`.
+pub const CHECK_LOG_TARGET: &str = "preflight::check";
+
+/// Sends the lines a check logged to the host's logs at the check's level, tagged with the check's name,
+/// inside the caller's span (the operator's reconcile span names the object), as the contract promises;
+/// says how many lines the per-evaluation cap dropped.
+fn forward_logs(check: &str, evaluation: &Evaluation) {
+    for line in &evaluation.logs {
+        let text = line.message.as_str();
+        match line.level {
+            LogLevel::Trace => tracing::trace!(target: CHECK_LOG_TARGET, check, "{text}"),
+            LogLevel::Debug => tracing::debug!(target: CHECK_LOG_TARGET, check, "{text}"),
+            LogLevel::Info => tracing::info!(target: CHECK_LOG_TARGET, check, "{text}"),
+            LogLevel::Warn => tracing::warn!(target: CHECK_LOG_TARGET, check, "{text}"),
+            LogLevel::Error => tracing::error!(target: CHECK_LOG_TARGET, check, "{text}"),
+        }
+    }
+    if evaluation.logs_dropped > 0 {
+        tracing::warn!(
+            target: CHECK_LOG_TARGET,
+            check,
+            dropped = evaluation.logs_dropped,
+            "the check logged more than its per-evaluation cap; further lines were dropped"
+        );
+    }
+}
+
+/// Consecutive failures per object, the input of its backoff. Bounded: an object that keeps failing is
+/// evaluated at least every [`BACKOFF_MAX`], so an entry untouched for twice that belongs to an object that
+/// is gone, and is dropped.
+#[derive(Debug)]
+struct FailureCounts {
+    entries: HashMap<String, (u32, Instant)>,
+    next_prune: Instant,
+}
+
+impl Default for FailureCounts {
+    fn default() -> Self {
+        Self {
+            entries: HashMap::new(),
+            next_prune: Instant::now() + BACKOFF_MAX,
+        }
+    }
+}
+
+impl FailureCounts {
+    fn get(&self, key: &str) -> u32 {
+        self.entries.get(key).map_or(0, |(failures, _)| *failures)
+    }
+
+    fn set(&mut self, key: String, failures: u32, now: Instant) {
+        if failures == 0 {
+            self.entries.remove(&key);
+        } else {
+            self.entries.insert(key, (failures, now));
+        }
+        if now >= self.next_prune {
+            self.entries
+                .retain(|_, (_, seen)| now.duration_since(*seen) <= 2 * BACKOFF_MAX);
+            self.next_prune = now + BACKOFF_MAX;
+        }
+    }
+}
+
+/// The kube-rs controller action for a gate decision: a delay requeues, "wait for a change" awaits one.
+pub fn controller_action(action: Action) -> kube::runtime::controller::Action {
+    use kube::runtime::controller::Action as Controller;
+    match action.delay() {
+        Some(delay) => Controller::requeue(delay),
+        None => Controller::await_change(),
+    }
+}
+
+/// Whether a check restricted to some versions applies to an object of this version.
+fn applies(check: &LoadedCheck, target: &Target) -> bool {
+    let versions = &check.settings.versions;
+    versions.is_empty() || versions.contains(&target.version)
+}
+
+/// The object as JSON without `metadata.managedFields`: bookkeeping no check needs, often the largest part
+/// of an object.
+fn without_managed_fields(mut object: serde_json::Value) -> String {
+    if let Some(metadata) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        metadata.remove("managedFields");
+    }
+    object.to_string()
+}
+
+/// The key of an object's failure count: its uid, else its namespace and name.
+fn object_key(object: &serde_json::Value, target: &Target) -> String {
+    match object.pointer("/metadata/uid").and_then(|uid| uid.as_str()) {
+        Some(uid) => uid.to_owned(),
+        None => format!(
+            "{}/{}",
+            target.namespace.as_deref().unwrap_or_default(),
+            target.name
+        ),
+    }
+}
+
+/// Applies a failure policy: under `Ignore`, a failure becomes a proceeding verdict that says so.
+fn with_policy(
+    name: String,
+    policy: FailurePolicy,
+    outcome: CheckOutcome,
+    duration: Duration,
+) -> CheckRun {
+    let (outcome, ignored) = match (outcome, policy) {
+        (Err(failure), FailurePolicy::Ignore) => (
+            Ok(Verdict {
+                proceed: true,
+                requeue_after: None,
+                reason: "CheckFailureIgnored".into(),
+                message: format!("failed and its failurePolicy is Ignore: {failure}"),
+            }),
+            Some(failure),
+        ),
+        (outcome, _) => (outcome, None),
+    };
+    CheckRun {
+        name,
+        outcome,
+        ignored,
+        duration,
+    }
+}
+
+/// The condition for a decision: the deciding check's reason, and a message naming it.
+pub fn summarize(decision: &Decision, runs: &[CheckRun]) -> Summary {
+    let line = |run: &CheckRun, text: &str| format!("{}: {text}", short_name(&run.name));
+    let (proceed, reason, message) = match decision.action {
+        Action::Proceed { .. } => match runs {
+            [] => (
+                true,
+                "NoChecks".to_owned(),
+                "no preflight check gates this object".to_owned(),
+            ),
+            [run] => {
+                let verdict = run.outcome.as_ref().ok();
+                let reason = verdict.map_or("Proceed", Verdict::condition_reason);
+                let message = verdict.map_or("", |v| v.message.as_str());
+                (
+                    true,
+                    reason.to_owned(),
+                    line(run, or_default(message, "proceed").as_str()),
+                )
+            }
+            runs => {
+                let ignored = runs.iter().any(|run| run.ignored.is_some());
+                let messages: Vec<String> = runs
+                    .iter()
+                    .map(|run| {
+                        let message = run.outcome.as_ref().map_or("", |v| v.message.as_str());
+                        line(run, or_default(message, "proceed").as_str())
+                    })
+                    .collect();
+                let reason = if ignored {
+                    "CheckFailureIgnored"
+                } else {
+                    "AllChecksPassed"
+                };
+                (true, reason.to_owned(), messages.join("; "))
+            }
+        },
+        Action::Requeue(_) | Action::AwaitChange => {
+            let waiting = runs
+                .iter()
+                .find(|run| run.outcome.as_ref().is_ok_and(|v| !v.proceed));
+            let (reason, message) = waiting
+                .and_then(|run| Some((run, run.outcome.as_ref().ok()?)))
+                .map(|(run, verdict)| {
+                    (
+                        verdict.condition_reason().to_owned(),
+                        line(run, or_default(&verdict.message, "not ready").as_str()),
+                    )
+                })
+                .unwrap_or_default();
+            (false, reason, message)
+        }
+        Action::Backoff(_) | Action::Stop => {
+            let retryable = matches!(decision.action, Action::Backoff(_));
+            let failed = runs.iter().find_map(|run| {
+                let failure = run.outcome.as_ref().err()?;
+                (failure.kind.is_retryable() == retryable).then_some((run, failure))
+            });
+            let (reason, message) = failed
+                .map(|(run, failure)| (failure.reason.clone(), line(run, &failure.message)))
+                .unwrap_or_default();
+            (false, reason, message)
+        }
+    };
+    Summary {
+        proceed,
+        reason,
+        message: truncate(message),
+    }
+}
+
+/// A check's name without the ConfigMap namespace, as people call it.
+fn short_name(name: &str) -> &str {
+    name.rsplit_once('/').map_or(name, |(_, short)| short)
+}
+
+fn or_default(text: &str, default: &str) -> String {
+    if text.is_empty() { default } else { text }.to_owned()
+}
+
+fn truncate(mut message: String) -> String {
+    if let Some((index, _)) = message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        message.truncate(index);
+        message.push('…');
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(proceed: bool, delay: Option<u64>, reason: &str, message: &str) -> CheckOutcome {
+        Ok(Verdict {
+            proceed,
+            requeue_after: delay.map(Duration::from_secs),
+            reason: reason.into(),
+            message: message.into(),
+        })
+    }
+
+    /// A check's name, failure policy and outcome.
+    type NamedOutcome = (&'static str, FailurePolicy, CheckOutcome);
+
+    fn runs(outcomes: Vec<NamedOutcome>) -> Vec<CheckRun> {
+        outcomes
+            .into_iter()
+            .map(|(name, policy, outcome)| {
+                with_policy(format!("ns/{name}"), policy, outcome, Duration::ZERO)
+            })
+            .collect()
+    }
+
+    fn summary_of(outcomes: Vec<NamedOutcome>) -> (Action, Summary) {
+        let runs = runs(outcomes);
+        let decision = decide(runs.iter().map(|run| &run.outcome), 0);
+        (decision.action, summarize(&decision, &runs))
+    }
+
+    fn summary(proceed: bool, reason: &str, message: &str) -> Summary {
+        Summary {
+            proceed,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn summarises_each_action() {
+        use FailurePolicy::{Fail, Ignore};
+        let trap = || Err(Failure::new(FailureKind::Trap, "wasm trap: unreachable"));
+        let invalid = || Err(Failure::new(FailureKind::InvalidComponent, "not wasm"));
+        let table: Vec<(Vec<NamedOutcome>, Action, Summary)> = vec![
+            (
+                vec![],
+                Action::Proceed {
+                    recheck_after: None,
+                },
+                summary(true, "NoChecks", "no preflight check gates this object"),
+            ),
+            (
+                vec![(
+                    "deps",
+                    Fail,
+                    verdict(true, None, "DependenciesAvailable", "all there"),
+                )],
+                Action::Proceed {
+                    recheck_after: None,
+                },
+                summary(true, "DependenciesAvailable", "deps: all there"),
+            ),
+            (
+                vec![
+                    ("a", Fail, verdict(true, None, "", "")),
+                    ("b", Fail, verdict(true, None, "Open", "window open")),
+                ],
+                Action::Proceed {
+                    recheck_after: None,
+                },
+                summary(true, "AllChecksPassed", "a: proceed; b: window open"),
+            ),
+            (
+                vec![
+                    ("a", Fail, verdict(true, None, "Ok", "fine")),
+                    (
+                        "deps",
+                        Fail,
+                        verdict(false, Some(600), "DependencyMissing", "waiting for redis"),
+                    ),
+                ],
+                Action::Requeue(Duration::from_secs(600)),
+                summary(false, "DependencyMissing", "deps: waiting for redis"),
+            ),
+            (
+                vec![("labels", Fail, verdict(false, None, "", ""))],
+                Action::AwaitChange,
+                summary(false, "NotReady", "labels: not ready"),
+            ),
+            (
+                vec![
+                    ("deps", Fail, verdict(false, Some(5), "Missing", "m")),
+                    ("crash", Fail, trap()),
+                ],
+                Action::Backoff(Duration::from_millis(5)),
+                summary(false, "CheckTrapped", "crash: wasm trap: unreachable"),
+            ),
+            (
+                vec![("broken", Fail, invalid())],
+                Action::Stop,
+                summary(false, "InvalidCheck", "broken: not wasm"),
+            ),
+            (
+                vec![("crash", Ignore, trap())],
+                Action::Proceed {
+                    recheck_after: None,
+                },
+                summary(
+                    true,
+                    "CheckFailureIgnored",
+                    "crash: failed and its failurePolicy is Ignore: CheckTrapped (trap): wasm trap: unreachable",
+                ),
+            ),
+            (
+                vec![
+                    ("crash", Ignore, trap()),
+                    ("ok", Fail, verdict(true, None, "Ok", "fine")),
+                ],
+                Action::Proceed {
+                    recheck_after: None,
+                },
+                summary(
+                    true,
+                    "CheckFailureIgnored",
+                    "crash: failed and its failurePolicy is Ignore: CheckTrapped (trap): wasm trap: unreachable; ok: fine",
+                ),
+            ),
+        ];
+        for (outcomes, action, expected) in table {
+            let description = format!("{outcomes:?}");
+            let (got_action, got) = summary_of(outcomes);
+            assert_eq!((got_action, got), (action, expected), "{description}");
+        }
+    }
+
+    #[test]
+    fn maps_each_action_to_the_controller() {
+        use kube::runtime::controller::Action as Controller;
+        let minute = Duration::from_secs(60);
+        let table = [
+            (
+                Action::Proceed {
+                    recheck_after: None,
+                },
+                Controller::await_change(),
+            ),
+            (
+                Action::Proceed {
+                    recheck_after: Some(minute),
+                },
+                Controller::requeue(minute),
+            ),
+            (Action::Requeue(minute), Controller::requeue(minute)),
+            (Action::AwaitChange, Controller::await_change()),
+            (
+                Action::Backoff(Duration::from_millis(5)),
+                Controller::requeue(Duration::from_millis(5)),
+            ),
+            (Action::Stop, Controller::await_change()),
+        ];
+        for (action, expected) in table {
+            assert_eq!(controller_action(action), expected, "{action:?}");
+        }
+    }
+
+    #[test]
+    fn failure_counts_reset_on_success_and_forget_objects_that_are_gone() {
+        let start = Instant::now();
+        let mut counts = FailureCounts::default();
+        counts.set("failing".into(), 3, start);
+        counts.set("recovered".into(), 2, start);
+        counts.set("recovered".into(), 0, start);
+        assert_eq!((counts.get("failing"), counts.get("recovered")), (3, 0));
+        let later = start + 3 * BACKOFF_MAX;
+        counts.set("still-failing".into(), 9, later);
+        assert_eq!(
+            counts.get("failing"),
+            0,
+            "untouched for 3 × BACKOFF_MAX: its object is gone"
+        );
+        assert_eq!(counts.get("still-failing"), 9);
+    }
+
+    #[test]
+    fn truncates_long_messages_on_a_character_boundary() {
+        let long = "é".repeat(MAX_MESSAGE_CHARS + 10);
+        let truncated = truncate(long);
+        assert_eq!(truncated.chars().count(), MAX_MESSAGE_CHARS + 1);
+        assert!(truncated.ends_with('…'));
+    }
+
+    #[test]
+    fn strips_managed_fields_only() {
+        let object = serde_json::json!({"metadata": {"name": "a", "managedFields": [{"manager": "kubectl"}]}, "spec": {}});
+        assert_eq!(
+            without_managed_fields(object),
+            r#"{"metadata":{"name":"a"},"spec":{}}"#
+        );
+    }
+}

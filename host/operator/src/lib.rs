@@ -1,0 +1,224 @@
+//! The preflight operator: gates Kubernetes objects with WebAssembly-component checks shipped in ConfigMaps,
+//! and offers the same gate as a library to operators written with kube-rs. It uses the engine
+//! ([`preflight_engine`], re-exported as [`engine`]) only through its public API.
+//!
+//! Library mode: build a [`CheckSet`] from [`CheckSource`]s ([`LoadedCheck::load`]), put a [`Gate`] over it,
+//! and call [`Gate::evaluate`] at the top of your reconcile; [`controller_action`] turns a decision that
+//! does not proceed into kube-rs's requeue or wait. The standalone operator is [`Operator`].
+//!
+//! Inside, one idea per module: `vocabulary` (what a check is, as the operator applies it), `check_source`
+//! (the ConfigMap format), `check_set` (the last good version of each check), `check_watcher` (live reload),
+//! `gate`, `condition` (the `Preflight` condition), `status_writer` and `events` (where outcomes are
+//! recorded), `recorded_conditions` (telling our writes from others'), `controllers` (one per gated kind),
+//! `leader`, `metrics`, `http`.
+
+#![warn(missing_docs)]
+
+mod check_set;
+mod check_source;
+mod check_watcher;
+mod condition;
+mod controllers;
+mod error;
+mod events;
+mod gate;
+mod http;
+mod kind;
+mod leader;
+mod metrics;
+mod recorded_conditions;
+mod status_writer;
+mod vocabulary;
+
+pub use check_set::{CheckSet, GateEntry, LoadedCheck};
+pub use check_source::GATES_LABEL;
+pub use check_watcher::CheckSelection;
+pub use condition::{CONDITION_ANNOTATION, CONDITION_TYPE, PreflightCondition, condition_of};
+pub use error::Error;
+pub use gate::{CheckRun, Gate, GateResult, Summary, controller_action};
+pub use kind::GatedKind;
+pub use leader::LeaderElection;
+pub use preflight_engine as engine;
+pub use vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection};
+
+use check_watcher::CheckWatcher;
+use controllers::Shared;
+use events::EventPublisher;
+use kube::Client;
+use metrics::Metrics;
+use preflight_engine::{Engine, EngineConfig, Limits};
+use status_writer::StatusWriter;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How the operator runs.
+#[derive(Debug, Clone)]
+pub struct OperatorConfig {
+    /// Where the check ConfigMaps are.
+    pub checks: CheckSelection,
+    /// Address of `/healthz`, `/readyz`, `/metrics` (port 0 picks one).
+    pub listen: SocketAddr,
+    /// Lease to hold; `None` runs without election (one replica only).
+    pub leader_election: Option<LeaderElection>,
+    /// Limits for checks whose ConfigMap sets none.
+    pub default_limits: Limits,
+    /// Engine sizing and the compiled-check cache.
+    pub engine: EngineConfig,
+    /// How often a kind the server does not serve yet is looked up again.
+    pub kind_retry: Duration,
+    /// The name Events are reported under, and this replica's instance name.
+    pub controller_name: String,
+    /// This replica (the pod name), for Events.
+    pub instance: Option<String>,
+    /// How long a stopping operator lets running reconciles finish before it drops them.
+    pub shutdown_grace: Duration,
+}
+
+/// A running operator. [`Operator::stop`] shuts it down gracefully.
+pub struct Operator {
+    /// Where `/healthz`, `/readyz` and `/metrics` are served.
+    pub address: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    shutdown_grace: Duration,
+    /// Runs the controllers while leading, then releases the Lease.
+    lead: JoinHandle<()>,
+    /// Serves the HTTP endpoints until shutdown.
+    server: JoinHandle<()>,
+    /// Watches the check ConfigMaps; it has nothing to finish, so it is stopped by aborting it.
+    watcher: JoinHandle<()>,
+}
+
+/// How long the Lease release and the HTTP server may take after the controllers stopped.
+const RELEASE_BOUND: Duration = Duration::from_secs(5);
+
+impl Operator {
+    /// Starts the check watcher, the HTTP endpoints, leader election and (while leading) the controllers.
+    pub async fn start(client: Client, config: OperatorConfig) -> Result<Self, Error> {
+        let engine = Arc::new(Engine::new(config.engine.clone())?);
+        let checks = Arc::new(CheckSet::new());
+        let metrics = Arc::new(Metrics::default());
+        let events = EventPublisher::new(
+            client.clone(),
+            &config.controller_name,
+            config.instance.clone(),
+        );
+        let writer = StatusWriter::new(client.clone(), events.clone());
+        let (shutdown, _) = watch::channel(false);
+        let (synced_sender, synced) = watch::channel(false);
+
+        let stopping = shutdown.subscribe();
+        let (address, server) = http::serve(config.listen, metrics.clone(), synced, async move {
+            let mut stopping = stopping;
+            let _ = stopping.wait_for(|stop| *stop).await;
+        })
+        .await
+        .map_err(|source| Error::Serve {
+            address: config.listen,
+            source,
+        })?;
+        let server = tokio::spawn(async move {
+            if let Err(error) = server.await {
+                tracing::error!(%error, "HTTP endpoints stopped");
+            }
+        });
+
+        let watcher = CheckWatcher {
+            client: client.clone(),
+            engine: engine.clone(),
+            checks: checks.clone(),
+            default_limits: config.default_limits,
+            events: events.clone(),
+            metrics: metrics.clone(),
+        };
+        let watcher = tokio::spawn(watcher.run(config.checks.clone(), synced_sender));
+
+        let leadership = match &config.leader_election {
+            Some(election) => leader::elect(client.clone(), election).await?,
+            None => leader::always(),
+        };
+        let shared = Arc::new(Shared {
+            client,
+            gate: Arc::new(Gate::new(engine, checks.clone())),
+            writer,
+            events,
+            metrics: metrics.clone(),
+            kind_concurrency: u16::try_from(config.engine.max_concurrent_evaluations / 2)
+                .unwrap_or(u16::MAX)
+                .max(1),
+            stop_grace: config.shutdown_grace,
+        });
+        let lead = tokio::spawn(lead(
+            shared,
+            config.kind_retry,
+            leadership,
+            shutdown.subscribe(),
+        ));
+        Ok(Self {
+            address,
+            shutdown,
+            shutdown_grace: config.shutdown_grace,
+            lead,
+            server,
+            watcher,
+        })
+    }
+
+    /// Stops the controllers (letting running reconciles finish, for at most the shutdown grace), releases
+    /// the Lease and stops serving. Returns as soon as that is done: an idle operator stops at once.
+    pub async fn stop(self) {
+        self.shutdown.send_replace(true);
+        self.watcher.abort();
+        finish(self.lead, self.shutdown_grace + RELEASE_BOUND).await;
+        finish(self.server, RELEASE_BOUND).await;
+    }
+}
+
+/// Waits for `task` for at most `bound`, then aborts it.
+async fn finish(mut task: JoinHandle<()>, bound: Duration) {
+    if tokio::time::timeout(bound, &mut task).await.is_err() {
+        tracing::warn!(?bound, "a task did not stop in time; aborting it");
+        task.abort();
+    }
+}
+
+/// Runs the controllers while this replica leads; stops them when it stops leading or shuts down.
+async fn lead(
+    shared: Arc<Shared>,
+    kind_retry: Duration,
+    leadership: leader::Leadership,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let leader::Leadership {
+        mut is_leader,
+        task,
+    } = leadership;
+    loop {
+        tokio::select! {
+            leading = is_leader.wait_for(|leading| *leading) => if leading.is_err() { break },
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        }
+        tracing::info!("leading: starting controllers");
+        let (stop, stopped) = watch::channel(false);
+        let mut supervisor =
+            tokio::spawn(controllers::supervise(shared.clone(), kind_retry, stopped));
+        let shutting_down = tokio::select! {
+            _ = is_leader.wait_for(|leading| !*leading) => false,
+            _ = shutdown.wait_for(|stop| *stop) => true,
+            ended = &mut supervisor => {
+                tracing::error!(?ended, "controllers ended unexpectedly; restarting them");
+                continue;
+            }
+        };
+        tracing::info!(shutting_down, "no longer leading: stopping controllers");
+        stop.send_replace(true);
+        let _ = supervisor.await;
+        if shutting_down {
+            break;
+        }
+    }
+    drop(is_leader);
+    let _ = task.await;
+}

@@ -1,0 +1,205 @@
+//! Prometheus metrics of the operator: what users alert on (evaluations by outcome, latency, reconcile
+//! errors, check load failures, loaded checks, status writes).
+
+use crate::gate::CheckRun;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of per-check series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CheckLabels {
+    /// The gated kind (`Kind.group`).
+    pub kind: String,
+    /// The check (`namespace/name`).
+    pub check: String,
+}
+
+/// Labels of evaluation counts.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// The gated kind.
+    pub kind: String,
+    /// The check.
+    pub check: String,
+    /// `proceed`, `not-proceed`, `ignored`, or a failure kind (`check`, `timeout`, `memory`, `trap`, ...).
+    pub outcome: String,
+}
+
+/// Labels of per-kind series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// The gated kind.
+    pub kind: String,
+}
+
+/// Labels of reconcile errors.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileErrorLabels {
+    /// The gated kind.
+    pub kind: String,
+    /// What failed: one of [`RECONCILE_ERROR_CAUSES`].
+    pub cause: String,
+}
+
+/// Every cause a reconcile error is counted under: the outcome could not be written (`status-write`), or
+/// the object could not be read as JSON (`serialize`).
+pub const RECONCILE_ERROR_CAUSES: [&str; 2] = ["status-write", "serialize"];
+
+/// Histogram buckets from 10 µs to ~10 s: evaluations range from microseconds to a check's timeout.
+#[derive(Clone)]
+pub struct LatencyBuckets;
+
+impl MetricConstructor<Histogram> for LatencyBuckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(exponential_buckets(10e-6, 4.0, 11))
+    }
+}
+
+/// Every metric the operator exports, registered in one registry.
+pub struct Metrics {
+    registry: Registry,
+    /// Evaluations by kind, check and outcome.
+    pub evaluations: Family<OutcomeLabels, Counter>,
+    /// Evaluation wall time by kind and check.
+    pub evaluation_seconds: Family<CheckLabels, Histogram, LatencyBuckets>,
+    /// Reconciles that failed, by cause.
+    pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
+    /// Check versions that could not be loaded (malformed ConfigMap, invalid component, pin mismatch).
+    pub check_load_failures: Family<CheckLabels, Counter>,
+    /// Good checks loaded per kind.
+    pub checks_loaded: Family<KindLabels, Gauge>,
+    /// Writes of the Preflight condition (status or annotation).
+    pub status_writes: Family<KindLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("preflight");
+        let evaluations = Family::default();
+        let evaluation_seconds = Family::new_with_constructor(LatencyBuckets);
+        let reconcile_errors = Family::default();
+        let check_load_failures = Family::default();
+        let checks_loaded = Family::default();
+        let status_writes = Family::default();
+        registry.register(
+            "evaluations",
+            "Check evaluations by outcome",
+            evaluations.clone(),
+        );
+        registry.register(
+            "evaluation_duration_seconds",
+            "Wall time of one check evaluation",
+            evaluation_seconds.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed",
+            reconcile_errors.clone(),
+        );
+        registry.register(
+            "check_load_failures",
+            "Check versions that could not be loaded",
+            check_load_failures.clone(),
+        );
+        registry.register(
+            "checks_loaded",
+            "Good checks loaded per kind",
+            checks_loaded.clone(),
+        );
+        registry.register(
+            "status_writes",
+            "Writes of the Preflight condition",
+            status_writes.clone(),
+        );
+        Self {
+            registry,
+            evaluations,
+            evaluation_seconds,
+            reconcile_errors,
+            check_load_failures,
+            checks_loaded,
+            status_writes,
+        }
+    }
+}
+
+impl Metrics {
+    /// Creates the zero-valued series of a gated kind, so that dashboards and alerts see them (a rate of
+    /// reconcile errors, say) before the first event.
+    pub fn register_kind(&self, kind: &str) {
+        let labels = KindLabels {
+            kind: kind.to_owned(),
+        };
+        for cause in RECONCILE_ERROR_CAUSES {
+            drop(self.reconcile_errors.get_or_create(&ReconcileErrorLabels {
+                kind: kind.to_owned(),
+                cause: cause.to_owned(),
+            }));
+        }
+        drop(self.status_writes.get_or_create(&labels));
+        drop(self.checks_loaded.get_or_create(&labels));
+    }
+
+    /// Counts the runs of one gate evaluation.
+    pub fn record_runs(&self, kind: &str, runs: &[CheckRun]) {
+        for run in runs {
+            let outcome = match (&run.outcome, &run.ignored) {
+                (_, Some(_)) => "ignored",
+                (Ok(verdict), None) if verdict.proceed => "proceed",
+                (Ok(_), None) => "not-proceed",
+                (Err(failure), None) => failure.kind.as_str(),
+            };
+            self.evaluations
+                .get_or_create(&OutcomeLabels {
+                    kind: kind.to_owned(),
+                    check: run.name.clone(),
+                    outcome: outcome.to_owned(),
+                })
+                .inc();
+            if !run.duration.is_zero() {
+                self.evaluation_seconds
+                    .get_or_create(&CheckLabels {
+                        kind: kind.to_owned(),
+                        check: run.name.clone(),
+                    })
+                    .observe(run.duration.as_secs_f64());
+            }
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registered_kind_has_every_per_kind_series_at_zero() {
+        let metrics = Metrics::default();
+        metrics.register_kind("App.example.com");
+        let text = metrics.render();
+        for cause in RECONCILE_ERROR_CAUSES {
+            let sample = format!(
+                "preflight_reconcile_errors_total{{kind=\"App.example.com\",cause=\"{cause}\"}} 0"
+            );
+            assert!(text.contains(&sample), "{sample} missing in:\n{text}");
+        }
+        for family in ["preflight_status_writes_total", "preflight_checks_loaded"] {
+            assert!(
+                text.contains(&format!("{family}{{kind=\"App.example.com\"}} 0")),
+                "{family} missing in:\n{text}"
+            );
+        }
+    }
+}

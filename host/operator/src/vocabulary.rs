@@ -1,0 +1,75 @@
+//! The vocabulary of a check as the operator applies it: its settings, its source (settings and component),
+//! its failure policy, and why a version was rejected. The ConfigMap parser ([`crate::check_source`]) produces
+//! these, the check set and the gate consume them, and library users build them in code.
+
+use crate::kind::GatedKind;
+use preflight_engine::Limits;
+
+/// What the gate does with an object when a check cannot run (failed, trapped, timed out, or has no
+/// usable version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailurePolicy {
+    /// Block the object, as the check's failure says (the default: a preflight check exists to block).
+    #[default]
+    Fail,
+    /// Let the object proceed, and say on its condition that the check was ignored.
+    Ignore,
+}
+
+/// How a check is applied: everything but the component itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckSettings {
+    /// A unique name: `namespace/name` of the ConfigMap.
+    pub name: String,
+    /// The kind the check gates.
+    pub gates: GatedKind,
+    /// The versions it applies to; empty means every version.
+    pub versions: Vec<String>,
+    /// Checks of a kind run in ascending order, then by name.
+    pub order: i32,
+    /// The evaluation budget.
+    pub limits: Limits,
+    /// What to do when the check cannot run.
+    pub failure_policy: FailurePolicy,
+    /// Configuration handed to the check, as JSON.
+    pub config: String,
+}
+
+/// A check and its settings, read from a ConfigMap (or built in code by an operator in library mode).
+#[derive(Debug, Clone)]
+pub struct CheckSource {
+    /// How the check is applied.
+    pub settings: CheckSettings,
+    /// The component's bytes, decompressed.
+    pub component: Vec<u8>,
+}
+
+impl CheckSource {
+    /// A check with default settings: order 0, default limits, `Fail`, no configuration.
+    pub fn new(name: impl Into<String>, gates: GatedKind, component: Vec<u8>) -> Self {
+        Self {
+            settings: CheckSettings {
+                name: name.into(),
+                gates,
+                versions: Vec::new(),
+                order: 0,
+                limits: Limits::default(),
+                failure_policy: FailurePolicy::Fail,
+                config: "{}".into(),
+            },
+            component,
+        }
+    }
+}
+
+/// Why a ConfigMap does not yield a usable check, with what could still be read from it so that the
+/// problem can be reported on the gated objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// The kind, when the ConfigMap names a valid one.
+    pub gates: Option<GatedKind>,
+    /// The failure policy, when the ConfigMap gives a valid one (else `Fail`).
+    pub failure_policy: FailurePolicy,
+    /// Every problem found, for humans.
+    pub problem: String,
+}
