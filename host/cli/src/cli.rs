@@ -43,6 +43,15 @@ enum Command {
     /// Gate Kubernetes objects: watch check ConfigMaps, run each gated kind's checks before it is reconciled,
     /// and record the outcome as a `Preflight` condition, Events and metrics. Runs until SIGTERM.
     Operator(OperatorArgs),
+    /// Print this binary's version, the wasmtime it runs checks with, and the contract versions it serves.
+    Version(VersionArgs),
+}
+
+#[derive(Debug, Args)]
+struct VersionArgs {
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
 }
 
 /// The check, the object, and the limits: shared by `run` and `bench`.
@@ -188,11 +197,30 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Inspect(args) => inspect::inspect(args),
         Command::Bench(args) => bench::bench(args).await,
         Command::Operator(args) => operator::operator(args).await,
+        Command::Version(args) => Ok(version(&args)),
     };
     result.unwrap_or_else(|problem| {
         eprintln!("error: {problem}");
         problem.exit_status()
     })
+}
+
+/// `preflight version`: what a bug report or an image check needs to know about this binary.
+fn version(args: &VersionArgs) -> u8 {
+    let preflight = env!("CARGO_PKG_VERSION");
+    let wasmtime = preflight_engine::WASMTIME_VERSION;
+    let contracts = preflight_engine::contract_versions();
+    match args.output {
+        Format::Json => println!(
+            "{:#}",
+            serde_json::json!({"preflight": preflight, "wasmtime": wasmtime, "contracts": contracts})
+        ),
+        Format::Text => println!(
+            "preflight {preflight}\nwasmtime  {wasmtime}\ncontracts preflight:check@{}",
+            contracts.join(", preflight:check@")
+        ),
+    }
+    EXIT_PROCEED
 }
 
 /// A command that could not do its job, with the exit status that says why.

@@ -283,3 +283,13 @@ fn cli_run_text_names_the_default_reason_and_a_failure_once() {
     assert_eq!(stdout.matches("the check trapped").count(), 1, "{stdout}");
     assert!(stdout.contains("reason    CheckTrapped\n"), "{stdout}");
 }
+
+#[test]
+fn cli_version_names_the_binary_wasmtime_and_the_contracts() {
+    let (status, stdout) = preflight(&["version", "-o", "json"]);
+    assert_eq!(status, 0, "{stdout}");
+    let version: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(version["preflight"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(version["wasmtime"], "48.0.8");
+    assert_eq!(version["contracts"], serde_json::json!(["0.1.x"]));
+}

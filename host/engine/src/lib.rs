@@ -35,3 +35,34 @@ pub use limits::{Limits, parse_size};
 pub use outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
 pub use request::{Request, Target};
 pub mod action;
+
+/// The wasmtime release the engine is built on (pinned exactly in the workspace; a test keeps this in step
+/// with `Cargo.lock`).
+pub const WASMTIME_VERSION: &str = "48.0.8";
+
+/// The contract versions this engine serves, as `major.minor.x`: a check built against any patch release
+/// of one of them is accepted when it imports nothing the host lacks.
+pub fn contract_versions() -> Vec<String> {
+    vec![format!(
+        "{}.x",
+        validate::minor(bindings::v0_1::CONTRACT_VERSION)
+    )]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_wasmtime_version_is_the_one_in_the_lockfile() {
+        let lock = include_str!("../../../Cargo.lock");
+        let pinned = format!(
+            "name = \"wasmtime\"\nversion = \"{}\"",
+            super::WASMTIME_VERSION
+        );
+        assert!(
+            lock.contains(&pinned),
+            "Cargo.lock has another wasmtime than {}",
+            super::WASMTIME_VERSION
+        );
+        assert_eq!(super::contract_versions(), ["0.1.x"]);
+    }
+}
