@@ -6,6 +6,7 @@
 //! `kubectl label configmap my-check preflight.dev/gates=App.apps.example.com`.
 
 use crate::kind::GatedKind;
+use crate::pause::PauseSwitch;
 use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection};
 use k8s_openapi::api::core::v1::ConfigMap;
 use preflight_engine::{Digest, Limits};
@@ -19,7 +20,7 @@ pub const COMPONENT_KEY: &str = "check.wasm";
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The `data` keys a check ConfigMap may carry; any other key is rejected as a likely typo.
-const DATA_KEYS: [&str; 8] = [
+const DATA_KEYS: [&str; 9] = [
     "gates",
     "versions",
     "order",
@@ -28,6 +29,7 @@ const DATA_KEYS: [&str; 8] = [
     "failurePolicy",
     "config",
     "sha256",
+    "pause",
 ];
 
 /// Reads a check ConfigMap. Every problem is reported at once, so one edit can fix them all.
@@ -128,6 +130,11 @@ pub fn from_config_map(
             }
         },
     };
+    let pause = text("pause").and_then(|value| {
+        PauseSwitch::parse(value)
+            .map_err(|problem| problems.push(problem))
+            .ok()
+    });
     let component = read_component(config_map)
         .map_err(|problem| problems.push(problem))
         .ok();
@@ -150,6 +157,7 @@ pub fn from_config_map(
                 limits,
                 failure_policy,
                 config,
+                pause,
             },
             component,
         }),

@@ -4,10 +4,11 @@
 
 use crate::check_set::{CheckSet, GateEntry};
 use crate::condition::{CONDITION_ANNOTATION, Placement, existing_condition};
-use crate::events::EventPublisher;
+use crate::events::{EventPublisher, EventType, Notice};
 use crate::gate::{Gate, controller_action, summarize};
 use crate::kind::GatedKind;
 use crate::metrics::{KindLabels, Metrics, ReconcileErrorLabels};
+use crate::pause::{self, PauseSwitch, PauseSync};
 use crate::recorded_conditions::RecordedConditions;
 use crate::status_writer::{Recorded, StatusWriter};
 use futures::{Stream, StreamExt, future, stream};
@@ -15,7 +16,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::controller::{self, Action as ControllerAction, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use preflight_engine::action::{self, Decision};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
@@ -68,6 +69,8 @@ enum ReconcileError {
     Write(#[from] kube::Error),
     #[error("cannot serialise the object: {0}")]
     Serialize(#[from] serde_json::Error),
+    #[error("cannot set or withdraw the pause switch: {0}")]
+    Pause(kube::Error),
 }
 
 impl ReconcileError {
@@ -76,6 +79,7 @@ impl ReconcileError {
         match self {
             Self::Write(_) => "status-write",
             Self::Serialize(_) => "serialize",
+            Self::Pause(_) => "pause",
         }
     }
 }
@@ -117,6 +121,7 @@ async fn reconcile(
             .get_or_create(&kind_labels(&context.label))
             .inc();
     }
+    sync_pause(&context, &object, result.summary.proceed).await?;
     tracing::debug!(
         action = result.decision.action.as_str(),
         reason = %result.summary.reason,
@@ -124,6 +129,62 @@ async fn reconcile(
         "gated"
     );
     Ok(controller_action(result.decision.action))
+}
+
+/// Sets or withdraws the kind's pause switch on `object` after its verdict, when its checks name one.
+async fn sync_pause(
+    context: &KindContext,
+    object: &DynamicObject,
+    proceed: bool,
+) -> Result<(), ReconcileError> {
+    let checks = context.shared.gate.checks().for_kind(&context.kind);
+    let Ok(Some(switch)) = pause::agreed(ready_switches(&checks)) else {
+        return Ok(());
+    };
+    let api: Api<DynamicObject> = match object.namespace() {
+        Some(namespace) => {
+            Api::namespaced_with(context.shared.client.clone(), &namespace, &context.resource)
+        }
+        None => Api::all_with(context.shared.client.clone(), &context.resource),
+    };
+    match pause::sync(&api, &context.resource, object, &switch, proceed)
+        .await
+        .map_err(ReconcileError::Pause)?
+    {
+        PauseSync::Unchanged => {}
+        PauseSync::Set => info!(%switch, "paused its controller"),
+        PauseSync::Withdrawn => info!(%switch, "withdrew the pause"),
+        PauseSync::OwnedElsewhere(conflict) => {
+            let note = format!(
+                "the pause switch {switch} is set to another value by another field manager; \
+                 preflight leaves it alone ({conflict})"
+            );
+            let notice = Notice {
+                event_type: EventType::Warning,
+                reason: "PauseOwnedElsewhere",
+                note: &note,
+                action: "Pause",
+            };
+            let reference = object.object_ref(&context.resource);
+            if let Err(error) = context.shared.events.publish(&reference, &notice).await {
+                warn!(%error, "cannot publish an Event");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The pause switch each usable check of a kind names (or none), by check name.
+fn ready_switches(checks: &[GateEntry]) -> Vec<(&str, Option<&PauseSwitch>)> {
+    checks
+        .iter()
+        .filter_map(|entry| match entry {
+            GateEntry::Ready(check) => {
+                Some((check.settings.name.as_str(), check.settings.pause.as_ref()))
+            }
+            GateEntry::Unavailable { .. } => None,
+        })
+        .collect()
 }
 
 fn error_policy(
@@ -307,6 +368,33 @@ pub async fn resolve(
     Ok((resource, placement))
 }
 
+/// Reports, once per change, that the checks of `kind` name different pause switches (none is applied then):
+/// a `PauseSwitchDisagreement` Warning Event on each of their ConfigMaps.
+async fn report_pause_disagreement(
+    shared: &Shared,
+    checks: &CheckSet,
+    kind: &GatedKind,
+    reported: &mut HashMap<GatedKind, String>,
+) {
+    let entries = checks.for_kind(kind);
+    match pause::agreed(ready_switches(&entries)) {
+        Ok(_) => {
+            reported.remove(kind);
+        }
+        Err(problem) if reported.get(kind) != Some(&problem) => {
+            warn!(%kind, %problem, "pause switches disagree");
+            for entry in &entries {
+                shared
+                    .events
+                    .warn_on_config_map(entry.name(), "PauseSwitchDisagreement", &problem)
+                    .await;
+            }
+            reported.insert(kind.clone(), problem);
+        }
+        Err(_) => {}
+    }
+}
+
 /// Sends the kind of every CustomResourceDefinition that is (or becomes) established, so that a kind whose
 /// CRD appears after its check is gated within about a second instead of at the next slow retry. Reads CRDs
 /// only (RBAC: get, list, watch); if that is refused, the slow retry still finds the kind.
@@ -376,11 +464,14 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
     let (established, mut crds) = mpsc::channel(64);
     let crd_watch = tokio::spawn(watch_established_crds(shared.client.clone(), established));
     let mut quick_retries = 0;
+    let mut disagreements: HashMap<GatedKind, String> = HashMap::new();
     loop {
         let wanted = checks.kinds();
         for kind in &wanted {
             shared.metrics.register_kind(&kind.to_string());
+            report_pause_disagreement(&shared, &checks, kind, &mut disagreements).await;
         }
+        disagreements.retain(|kind, _| wanted.contains(kind));
         for kind in running
             .keys()
             .filter(|kind| !wanted.contains(*kind))

@@ -10,7 +10,7 @@
 //! (the ConfigMap format), `check_set` (the last good version of each check), `check_watcher` (live reload),
 //! `gate`, `condition` (the `Preflight` condition), `status_writer` and `events` (where outcomes are
 //! recorded), `recorded_conditions` (telling our writes from others'), `controllers` (one per gated kind),
-//! `leader`, `metrics`, `http`.
+//! `pause` (pause switches of controllers that do not embed the gate), `leader`, `metrics`, `http`.
 
 #![warn(missing_docs)]
 
@@ -26,6 +26,7 @@ mod http;
 mod kind;
 mod leader;
 mod metrics;
+mod pause;
 mod recorded_conditions;
 mod status_writer;
 mod vocabulary;
@@ -38,6 +39,7 @@ pub use error::Error;
 pub use gate::{CheckRun, Gate, GateResult, Summary, controller_action};
 pub use kind::GatedKind;
 pub use leader::LeaderElection;
+pub use pause::{PAUSE_FIELD_MANAGER, PauseSwitch};
 pub use preflight_engine as engine;
 pub use vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection};
 

@@ -45,9 +45,9 @@ pub struct ReconcileErrorLabels {
     pub cause: String,
 }
 
-/// Every cause a reconcile error is counted under: the outcome could not be written (`status-write`), or
-/// the object could not be read as JSON (`serialize`).
-pub const RECONCILE_ERROR_CAUSES: [&str; 2] = ["status-write", "serialize"];
+/// Every cause a reconcile error is counted under: the outcome could not be written (`status-write`), the
+/// object could not be read as JSON (`serialize`), or its pause switch could not be applied (`pause`).
+pub const RECONCILE_ERROR_CAUSES: [&str; 3] = ["status-write", "serialize", "pause"];
 
 /// Histogram buckets from 10 µs to ~10 s: evaluations range from microseconds to a check's timeout.
 #[derive(Clone)]

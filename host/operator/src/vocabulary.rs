@@ -3,6 +3,7 @@
 //! these, the check set and the gate consume them, and library users build them in code.
 
 use crate::kind::GatedKind;
+use crate::pause::PauseSwitch;
 use preflight_engine::Limits;
 
 /// What the gate does with an object when a check cannot run (failed, trapped, timed out, or has no
@@ -33,6 +34,9 @@ pub struct CheckSettings {
     pub failure_policy: FailurePolicy,
     /// Configuration handed to the check, as JSON.
     pub config: String,
+    /// The switch that pauses the kind's own controller while an object may not proceed; every check of a
+    /// kind must name the same one (or none).
+    pub pause: Option<PauseSwitch>,
 }
 
 /// A check and its settings, read from a ConfigMap (or built in code by an operator in library mode).
@@ -56,6 +60,7 @@ impl CheckSource {
                 limits: Limits::default(),
                 failure_policy: FailurePolicy::Fail,
                 config: "{}".into(),
+                pause: None,
             },
             component,
         }

@@ -821,39 +821,14 @@ async fn a_transition_is_announced_before_its_condition_is_written() {
     let namespace = preflight_kube_harness::test_namespace(&client, "eventfirst").await;
     // A kind whose status refuses any condition: every status write fails (as if the process died
     // between the Event and the write), so only an Event published first can exist.
-    let group = format!("{namespace}.e2e.preflight.test");
-    preflight_kube_harness::apply_crd(
-        &client,
-        json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("gauges.{group}")},
-            "spec": {
-                "group": group,
-                "names": {"kind": "Gauge", "plural": "gauges", "singular": "gauge"},
-                "scope": "Namespaced",
-                "versions": [{
-                    "name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                        "status": {"type": "object", "properties": {
-                            "conditions": {"type": "array", "maxItems": 0, "items": {
-                                "type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-                        }}
-                    }}}
-                }],
-            }
-        }),
-    )
-    .await;
-    let kind = TestKind {
-        resource: kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(&group, "v1", "Gauge"),
-            "gauges",
-        ),
-        group,
-        kind: "Gauge".into(),
-    };
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        "status": {"type": "object", "properties": {
+            "conditions": {"type": "array", "maxItems": 0, "items": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+        }}
+    }});
+    let kind = install_kind_with_schema(&client, &namespace, "Gauge", true, schema).await;
     let meta = check_bytes("required-metadata");
     put_check(
         &client,

@@ -53,17 +53,28 @@ impl TestKind {
 /// `conditions` list is atomic (the hardest case for not clobbering other writers); without, the condition
 /// goes to an annotation. [`TestKind::remove`] deletes the CRD and its objects.
 pub async fn install_kind(client: &Client, namespace: &str, kind: &str, status: bool) -> TestKind {
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        "status": {"type": "object", "properties": {
+            "conditions": {"type": "array", "x-kubernetes-list-type": "atomic", "items": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+        }}
+    }});
+    install_kind_with_schema(client, namespace, kind, status, schema).await
+}
+
+/// [`install_kind`] with the version's `openAPIV3Schema` given.
+pub async fn install_kind_with_schema(
+    client: &Client,
+    namespace: &str,
+    kind: &str,
+    status: bool,
+    schema: serde_json::Value,
+) -> TestKind {
     let group = format!("{namespace}.e2e.preflight.test");
     let plural = format!("{}s", kind.to_lowercase());
     let mut version = json!({
-        "name": "v1", "served": true, "storage": true,
-        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-            "status": {"type": "object", "properties": {
-                "conditions": {"type": "array", "x-kubernetes-list-type": "atomic", "items": {
-                    "type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-            }}
-        }}}
+        "name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema},
     });
     if status {
         version["subresources"] = json!({"status": {}});

@@ -1,0 +1,217 @@
+//! Pause switches on the real kube-apiserver (tests/cluster): the operator pauses a controller that does not
+//! embed the gate through the switch that controller already has, by server-side apply, and withdraws only
+//! its own ownership. The kinds reproduce Flux's `spec.suspend` and Crossplane's `crossplane.io/paused`
+//! annotation; the real controllers are not needed.
+
+mod operator_support;
+
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use operator_support::*;
+use preflight_kube_harness::eventually;
+use preflight_operator::PAUSE_FIELD_MANAGER;
+use serde_json::json;
+use std::time::Duration;
+
+const SOON: Duration = Duration::from_secs(30);
+const TEAM_LABEL: (&str, &str) = ("config", r#"{"labels": ["team"]}"#);
+
+/// A kind like Flux's sources: `spec.suspend` (boolean) stops its controller.
+async fn flux_like_kind(client: &Client, namespace: &str) -> TestKind {
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+            "suspend": {"type": "boolean"},
+            "url": {"type": "string"},
+        }},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+    }});
+    install_kind_with_schema(client, namespace, "Repo", true, schema).await
+}
+
+async fn get(api: &Api<DynamicObject>, name: &str) -> DynamicObject {
+    api.get(name).await.unwrap()
+}
+
+fn managed_by_us(object: &DynamicObject) -> bool {
+    object
+        .managed_fields()
+        .iter()
+        .any(|entry| entry.manager.as_deref() == Some(PAUSE_FIELD_MANAGER))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_switch_is_set_while_held_and_withdrawn_on_proceed_keeping_a_human_s() {
+    let client = preflight_kube_harness::admin_client().await;
+    let namespace = preflight_kube_harness::test_namespace(&client, "suspend").await;
+    let kind = flux_like_kind(&client, &namespace).await;
+    let meta = preflight_test_support::check_bytes("required-metadata");
+    let pause = ("pause", "field:spec.suspend=true");
+    put_check(
+        &client,
+        &namespace,
+        "meta",
+        &kind.gates(),
+        &meta,
+        &[TEAM_LABEL, pause],
+    )
+    .await;
+    create_object(
+        &client,
+        &kind,
+        &namespace,
+        "podinfo",
+        json!({"url": "x"}),
+        &[],
+    )
+    .await;
+    // A human suspended this one before preflight ever looked at it.
+    create_object(
+        &client,
+        &kind,
+        &namespace,
+        "manual",
+        json!({"suspend": true}),
+        &[],
+    )
+    .await;
+    let operator = start_operator(&client, operator_config(&namespace)).await;
+    let api = kind.api(&client, &namespace);
+
+    wait_for_condition(
+        &client,
+        &kind,
+        &namespace,
+        "podinfo",
+        "False",
+        "RequiredMetadataMissing",
+        SOON,
+    )
+    .await;
+    let paused = eventually("spec.suspend to be set", SOON, || async {
+        let object = get(&api, "podinfo").await;
+        (object.data["spec"]["suspend"] == json!(true)).then_some(object)
+    })
+    .await;
+    assert!(managed_by_us(&paused), "owned by preflight's field manager");
+    assert_eq!(
+        paused.data["spec"]["url"], "x",
+        "the rest of the spec is untouched"
+    );
+    eventually("manual to be co-owned", SOON, || async {
+        managed_by_us(&get(&api, "manual").await).then_some(())
+    })
+    .await;
+
+    // Steady state: no writes.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = (
+        get(&api, "podinfo").await.resource_version(),
+        get(&api, "manual").await.resource_version(),
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let after = (
+        get(&api, "podinfo").await.resource_version(),
+        get(&api, "manual").await.resource_version(),
+    );
+    assert_eq!(before, after, "no write while nothing changes");
+
+    for name in ["podinfo", "manual"] {
+        let label = json!({"metadata": {"labels": {"team": "web"}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(label))
+            .await
+            .unwrap();
+        wait_for_condition(
+            &client,
+            &kind,
+            &namespace,
+            name,
+            "True",
+            "RequiredMetadataPresent",
+            SOON,
+        )
+        .await;
+    }
+    eventually("spec.suspend to be withdrawn", SOON, || async {
+        let object = get(&api, "podinfo").await;
+        (object.data["spec"].get("suspend").is_none() && !managed_by_us(&object)).then_some(())
+    })
+    .await;
+    let manual = eventually("preflight to let go of manual", SOON, || async {
+        let object = get(&api, "manual").await;
+        (!managed_by_us(&object)).then_some(object)
+    })
+    .await;
+    assert_eq!(
+        manual.data["spec"]["suspend"],
+        json!(true),
+        "the human's suspend survives"
+    );
+    operator.stop().await;
+    kind.remove(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_annotation_switch_cycles_and_another_managers_value_is_left_alone() {
+    let s = Scenario::new("paused", "Bucket", "required-metadata").await;
+    let annotation = "crossplane.io/paused";
+    s.put(
+        "meta",
+        &[
+            TEAM_LABEL,
+            ("pause", "annotation:crossplane.io/paused=true"),
+        ],
+    )
+    .await;
+    s.create("logs", &[]).await;
+    let api = s.kind.api(&s.client, &s.namespace);
+    // Another manager says explicitly: not paused.
+    let mut held = DynamicObject::new("held", &s.kind.resource).within(&s.namespace);
+    held.metadata.annotations = Some([(annotation.to_owned(), "false".to_owned())].into());
+    held.data = json!({"spec": {}});
+    api.create(&Default::default(), &held).await.unwrap();
+    let operator = s.operator().await;
+
+    s.wait("logs", "False", "RequiredMetadataMissing").await;
+    eventually("the annotation to be set", SOON, || async {
+        let object = get(&api, "logs").await;
+        (object.annotations().get(annotation).map(String::as_str) == Some("true")).then_some(())
+    })
+    .await;
+    let events: Api<KubeEvent> = Api::namespaced(s.client.clone(), &s.namespace);
+    let refused = eventually("a PauseOwnedElsewhere Event", SOON, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|event| {
+            event.reason.as_deref() == Some("PauseOwnedElsewhere")
+                && event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("held")
+        })
+    })
+    .await;
+    assert!(refused.note.unwrap_or_default().contains(annotation));
+    assert_eq!(
+        get(&api, "held")
+            .await
+            .annotations()
+            .get(annotation)
+            .map(String::as_str),
+        Some("false"),
+        "another manager's value is left alone"
+    );
+
+    s.label("logs", "team", "data").await;
+    s.wait("logs", "True", "RequiredMetadataPresent").await;
+    eventually("the annotation to be withdrawn", SOON, || async {
+        let object = get(&api, "logs").await;
+        (!object.annotations().contains_key(annotation)).then_some(())
+    })
+    .await;
+    let steady = get(&api, "logs").await.resource_version();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        get(&api, "logs").await.resource_version(),
+        steady,
+        "no write in a steady state"
+    );
+    operator.stop().await;
+    s.remove().await;
+}
