@@ -34,6 +34,9 @@ const MAX_REASON_LEN: usize = 1024;
 pub struct EngineConfig {
     /// Evaluations that may run at once (pool slots); more wait for a free slot.
     pub max_concurrent_evaluations: u32,
+    /// Linear memories reserved per evaluation slot: 1 fits Rust, C and Go checks; some toolchains' components
+    /// have 2. A component with more memories than this cannot be instantiated.
+    pub memories_per_evaluation: u32,
     /// The largest memory limit any check may be given, in bytes: the size of a pool slot.
     pub max_memory_bytes: usize,
     /// How often the epoch advances: the granularity of timeouts and of yielding to other tasks.
@@ -46,6 +49,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             max_concurrent_evaluations: 128,
+            memories_per_evaluation: 2,
             max_memory_bytes: 256 << 20,
             epoch_tick: Duration::from_millis(10),
             cache_dir: None,
@@ -79,7 +83,7 @@ impl Engine {
         pool.total_component_instances(slots)
             .total_core_instances(slots * 8)
             .max_core_instances_per_component(16)
-            .total_memories(slots * 2)
+            .total_memories(slots * config.memories_per_evaluation.max(1))
             .total_tables(slots * 4)
             .total_stacks(slots)
             .max_memory_size(config.max_memory_bytes)

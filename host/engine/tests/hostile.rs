@@ -495,3 +495,62 @@ async fn a_check_of_a_patch_release_is_served_unless_it_imports_what_the_host_la
     );
     assert!(refused.contains("needs a newer host"), "{refused}");
 }
+
+/// `bytes` as another component: the same code with a custom section appended, so another digest, another
+/// compiled module, another check to the engine.
+fn as_another_check(bytes: &[u8]) -> Vec<u8> {
+    let name = b"preflight-isolation-test";
+    let mut other = bytes.to_vec();
+    other.push(0); // custom section
+    other.push(u8::try_from(1 + name.len()).unwrap()); // section size (LEB128, < 128)
+    other.push(u8::try_from(name.len()).unwrap());
+    other.extend_from_slice(name);
+    other
+}
+
+#[tokio::test]
+async fn a_fresh_instance_never_sees_what_an_earlier_one_left_in_its_memory() {
+    // One pool slot with one linear memory: every evaluation reuses the memory of the one before it,
+    // whichever check it runs.
+    let engine = Engine::new(EngineConfig {
+        max_concurrent_evaluations: 1,
+        memories_per_evaluation: 1,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let bytes = check_bytes("misbehave");
+    let dirtier = engine.load(&bytes).unwrap();
+    let other = engine.load(&as_another_check(&bytes)).unwrap();
+    assert_ne!(dirtier.digest(), other.digest());
+    let roomy = Limits {
+        memory_bytes: 64 << 20,
+        ..limits()
+    };
+    // The scan sees a marker where there is one: in its own instance, after dirtying.
+    let control = engine
+        .evaluate(&other, &mode("dirty-then-scan"), &roomy)
+        .await;
+    assert!(
+        control
+            .outcome
+            .unwrap()
+            .message
+            .starts_with("markers=2048 "),
+        "the scan finds what the same instance wrote"
+    );
+    for (round, scanner) in [&other, &dirtier, &other].into_iter().enumerate() {
+        let dirtied = engine.evaluate(&dirtier, &mode("dirty"), &roomy).await;
+        let dirtied = dirtied.outcome.unwrap();
+        assert_eq!(
+            (dirtied.reason.as_str(), dirtied.message.as_str()),
+            ("Dirtied", "2048"),
+            "2,048 separate dirty pages: far more than 32 regions"
+        );
+        let scanned = engine.evaluate(scanner, &mode("scan"), &roomy).await;
+        assert_eq!(
+            scanned.outcome.unwrap().message,
+            "markers=0 nonzero=0",
+            "round {round}: the next instance saw the previous one's memory"
+        );
+    }
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 #[serde(default)]
 pub struct Config {
     /// `loop`, `sleep`, `memory`, `recursion`, `huge-result`, `panic`, `plain-panic`, `log-flood`, `exit`,
-    /// `no-reason`, `bad-reason`, `clock`; anything else proceeds.
+    /// `no-reason`, `bad-reason`, `clock`, `dirty`, `scan`, `dirty-then-scan`; anything else proceeds.
     mode: String,
     /// Size of the message of `huge-result`, in bytes (10 MiB when absent).
     bytes: Option<usize>,
@@ -60,7 +60,92 @@ pub fn check(request: Request<serde_json::Value, Config>) -> Outcome {
         "exit" => std::process::exit(3),
         "no-reason" => Outcome::block(),
         "bad-reason" => Outcome::block().because("not a valid reason!", "spaces are not allowed"),
+        // Linear memory exists only in WebAssembly: natively these modes behave.
+        #[cfg(target_arch = "wasm32")]
+        "dirty" => Outcome::proceed().because("Dirtied", isolation::dirty().to_string()),
+        #[cfg(target_arch = "wasm32")]
+        "scan" | "dirty-then-scan" => {
+            if request.config.mode == "dirty-then-scan" {
+                isolation::dirty();
+            }
+            let (markers, nonzero) = isolation::scan();
+            Outcome::proceed().because("Scanned", format!("markers={markers} nonzero={nonzero}"))
+        }
         _ => Outcome::proceed().because("Behaved", "this time"),
+    }
+}
+
+/// What one evaluation leaves in its linear memory, and what the next fresh instance can see of it.
+#[cfg(target_arch = "wasm32")]
+mod isolation {
+    /// Pages grown by `dirty` and `scan` (16 MiB).
+    const GROWN_PAGES: usize = 256;
+    const PAGE: usize = 65536;
+    /// Written by `dirty`; found anywhere by `scan` only if memory leaked from an earlier instance. Built from
+    /// two words at run time so that it appears in no data segment.
+    fn marker() -> [u64; 2] {
+        [
+            std::hint::black_box(0x4c45_414b_2d50_5245),
+            std::hint::black_box(0x464c_4947_4854_2121),
+        ]
+    }
+
+    unsafe extern "C" {
+        static __heap_base: u8;
+    }
+
+    /// Grows memory and writes the marker on every other 4 KiB page of it (many separate dirty regions),
+    /// returning how many pages were written.
+    pub fn dirty() -> usize {
+        let start = grow();
+        let [low, high] = marker();
+        let mut written = 0;
+        for page in (0..GROWN_PAGES * PAGE / 4096).step_by(2) {
+            let address = (start + page * 4096) as *mut u64;
+            // SAFETY: the pages were just grown and belong to no allocation; wasm loads and stores in
+            // bounds cannot fault.
+            unsafe {
+                address.write_volatile(low);
+                address.add(1).write_volatile(high);
+            }
+            written += 1;
+        }
+        written
+    }
+
+    /// Grows memory by as much as `dirty`, then reads all of it above the data segments: how many markers
+    /// it finds, and how many non-zero bytes the newly grown pages hold. Both must be 0 in a fresh instance.
+    pub fn scan() -> (usize, usize) {
+        let start = grow();
+        let end = core::arch::wasm32::memory_size(0) * PAGE;
+        // The linker defines `__heap_base` as the end of the data segments.
+        let heap_base = core::ptr::addr_of!(__heap_base) as usize;
+        let [low, high] = marker();
+        let mut markers = 0;
+        for address in (heap_base.next_multiple_of(8)..end - 8).step_by(8) {
+            // SAFETY: in-bounds wasm loads; the memory outside allocations is plain bytes to a scan.
+            let (first, second) = unsafe {
+                (
+                    (address as *const u64).read_volatile(),
+                    ((address + 8) as *const u64).read_volatile(),
+                )
+            };
+            if first == low && second == high {
+                markers += 1;
+            }
+        }
+        let nonzero = (start..end)
+            // SAFETY: as above.
+            .filter(|address| unsafe { (*address as *const u8).read_volatile() } != 0)
+            .count();
+        (markers, nonzero)
+    }
+
+    /// Grows memory by `GROWN_PAGES` and returns the address where the new pages start.
+    fn grow() -> usize {
+        let previous = core::arch::wasm32::memory_grow(0, GROWN_PAGES);
+        assert!(previous != usize::MAX, "memory.grow failed");
+        previous * PAGE
     }
 }
 
