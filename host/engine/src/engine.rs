@@ -34,8 +34,8 @@ const MAX_REASON_LEN: usize = 1024;
 pub struct EngineConfig {
     /// Evaluations that may run at once (pool slots); more wait for a free slot.
     pub max_concurrent_evaluations: u32,
-    /// Linear memories reserved per evaluation slot: 1 fits Rust, C and Go checks; some toolchains' components
-    /// have 2. A component with more memories than this cannot be instantiated.
+    /// Linear memories reserved per evaluation slot (the Rust checks here have 1). A component with more
+    /// memories than this cannot be instantiated; the default, 2, leaves room for a second one.
     pub memories_per_evaluation: u32,
     /// The largest memory limit any check may be given, in bytes: the size of a pool slot.
     pub max_memory_bytes: usize,
