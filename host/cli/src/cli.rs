@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and dispatch. Each subcommand lives in its own module.
 
 mod bench;
+mod fixtures;
 mod input;
 mod inspect;
 mod operator;
@@ -14,6 +15,8 @@ use std::time::Duration;
 pub const EXIT_PROCEED: u8 = 0;
 /// Exit status: the component is not a usable check (`inspect`).
 pub const EXIT_UNUSABLE: u8 = 1;
+/// Exit status: a fixture case failed (`test`), as `go test` and `opa test` say it.
+pub const EXIT_FAILED_TESTS: u8 = 1;
 /// Exit status: bad usage or unreadable input.
 pub const EXIT_USAGE: u8 = 2;
 /// Exit status: the check did not proceed.
@@ -43,8 +46,27 @@ enum Command {
     /// Gate Kubernetes objects: watch check ConfigMaps, run each gated kind's checks before it is reconciled,
     /// and record the outcome as a `Preflight` condition, Events and metrics. Runs until SIGTERM.
     Operator(OperatorArgs),
+    /// Run fixtures as unit tests of a check: each case is an object, a configuration and a time with what
+    /// the check must answer. Prints a table and `N passed, N failed`; exit status 1 when any case fails.
+    Test(TestArgs),
     /// Print this binary's version, the wasmtime it runs checks with, and the contract versions it serves.
     Version(VersionArgs),
+}
+
+#[derive(Debug, Args)]
+struct TestArgs {
+    /// The check component (.wasm).
+    #[arg(long, value_name = "FILE.wasm")]
+    check: PathBuf,
+    /// Fixtures files (YAML or JSON), each with a list of `cases`.
+    #[arg(value_name = "FIXTURES.yaml", required = true)]
+    fixtures: Vec<PathBuf>,
+    /// Time limit per evaluation, e.g. 500ms, 2s (at most 1m: longer is capped).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Memory limit per evaluation, e.g. 64MiB.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = preflight_engine::parse_size)]
+    memory_limit: usize,
 }
 
 #[derive(Debug, Args)]
@@ -198,6 +220,7 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Bench(args) => bench::bench(args).await,
         Command::Operator(args) => operator::operator(args).await,
         Command::Version(args) => Ok(version(&args)),
+        Command::Test(args) => fixtures::test(args).await,
     };
     result.unwrap_or_else(|problem| {
         eprintln!("error: {problem}");

@@ -293,3 +293,71 @@ fn cli_version_names_the_binary_wasmtime_and_the_contracts() {
     assert_eq!(version["wasmtime"], "48.0.8");
     assert_eq!(version["contracts"], serde_json::json!(["0.1.x"]));
 }
+
+#[test]
+fn cli_test_runs_fixtures_as_unit_tests_of_a_check() {
+    let check = build_check("dependency-ready");
+    let fixtures =
+        preflight_test_support::workspace_root().join("plugins/dependency-ready/fixtures.yaml");
+    let (status, stdout) = preflight(&[
+        "test",
+        "--check",
+        check.to_str().unwrap(),
+        fixtures.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0, "{stdout}");
+    assert!(stdout.ends_with("5 passed, 0 failed\n"), "{stdout}");
+    let row = stdout
+        .lines()
+        .find(|line| line.starts_with("ok    waits for a missing dependency"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        row.ends_with("not proceed DependencyMissing (requeue)"),
+        "{row}"
+    );
+
+    // A wrong expectation fails, says what differs, and exits 1.
+    let wrong =
+        std::env::temp_dir().join(format!("preflight-fixtures-{}.yaml", std::process::id()));
+    let waiting = fixture("app-waiting.yaml");
+    std::fs::write(
+        &wrong,
+        format!(
+            "config: {{available: [postgres-main]}}\ncases:\n  - name: claims it proceeds\n    objectFile: {}\n    expect: {{proceed: true, requeueAfter: 1m}}\n",
+            waiting.display()
+        ),
+    )
+    .unwrap();
+    let (status, stdout) = preflight(&[
+        "test",
+        "--check",
+        check.to_str().unwrap(),
+        wrong.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 1, "{stdout}");
+    assert!(stdout.contains("FAIL  claims it proceeds"), "{stdout}");
+    assert!(
+        stdout.contains("proceed: expected true, got false"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("requeueAfter: expected 1m, got 10m"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("0 passed, 1 failed\n"), "{stdout}");
+
+    // A typo in a fixtures file is an input error, not a silent pass.
+    std::fs::write(
+        &wrong,
+        "cases:\n  - name: typo\n    object: {}\n    expect: {procede: true}\n",
+    )
+    .unwrap();
+    let (status, _) = preflight(&[
+        "test",
+        "--check",
+        check.to_str().unwrap(),
+        wrong.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 2);
+    std::fs::remove_file(&wrong).unwrap();
+}

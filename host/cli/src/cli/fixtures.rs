@@ -1,0 +1,281 @@
+//! `preflight test`: fixtures as unit tests for a check, as `opa test` and `kyverno test` do for policies.
+//! A YAML file lists cases (an object, a configuration, a time, what is expected); each case is one
+//! evaluation in a fresh instance; a table shows expected against actual and a last line counts them.
+//!
+//! ```yaml
+//! config: {available: [postgres-main]}     # default for every case (optional)
+//! now: 2026-12-05T12:00:00Z                # default time (optional; else the current time)
+//! cases:
+//!   - name: waits for redis
+//!     object: {apiVersion: apps.example.com/v1, kind: App, metadata: {name: shop}, spec: {dependsOn: [redis]}}
+//!     expect: {proceed: false, reason: DependencyMissing, requeueAfter: {min: 10m, max: 11m}}
+//!   - name: a malformed object is an error
+//!     objectFile: app-malformed.json       # relative to this file
+//!     expect: {error: check, action: backoff}
+//! ```
+
+use super::input::{parse_document, read};
+use super::{EXIT_FAILED_TESTS, EXIT_PROCEED, Problem, TestArgs};
+use preflight_engine::action;
+use preflight_engine::{Engine, EngineConfig, Evaluation, Limits, Request, Target};
+use serde::Deserialize;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+/// A fixtures file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Fixtures {
+    #[serde(default)]
+    config: Option<serde_json::Value>,
+    #[serde(default)]
+    now: Option<String>,
+    cases: Vec<Case>,
+}
+
+/// One case: the input of an evaluation and what it must give.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Case {
+    name: String,
+    #[serde(default)]
+    object: Option<serde_json::Value>,
+    #[serde(default)]
+    object_file: Option<String>,
+    #[serde(default)]
+    config: Option<serde_json::Value>,
+    #[serde(default)]
+    now: Option<String>,
+    expect: Expect,
+}
+
+/// What a case expects; every field is optional and only what is given is compared.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Expect {
+    proceed: Option<bool>,
+    reason: Option<String>,
+    message_contains: Option<String>,
+    /// A failure kind: `check`, `timeout`, `memory`, `trap`, `invalid-component`, `invalid-result`, or `none`.
+    error: Option<String>,
+    /// The controller action: `proceed`, `requeue`, `await-change`, `backoff`, `stop`.
+    action: Option<String>,
+    requeue_after: Option<DurationRange>,
+}
+
+/// An exact duration (`10m`) or a range (`{min: 10m, max: 11m}`, for checks that add jitter).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum DurationRange {
+    Exact(String),
+    Range { min: String, max: String },
+}
+
+/// The outcome of one case.
+struct Verdict {
+    name: String,
+    failures: Vec<String>,
+    actual: String,
+}
+
+pub async fn test(args: TestArgs) -> Result<u8, Problem> {
+    let bytes = read(&args.check)?;
+    let engine = Engine::new(EngineConfig {
+        max_concurrent_evaluations: 1,
+        max_memory_bytes: EngineConfig::default()
+            .max_memory_bytes
+            .max(args.memory_limit),
+        ..EngineConfig::default()
+    })
+    .map_err(Problem::Engine)?;
+    let check = engine.load(&bytes).map_err(Problem::Unusable)?;
+    let limits = Limits {
+        timeout: args.timeout,
+        memory_bytes: args.memory_limit,
+        ..Limits::default()
+    };
+    let mut verdicts = Vec::new();
+    for file in &args.fixtures {
+        let fixtures = load(file)?;
+        for case in &fixtures.cases {
+            let request = request(file, &fixtures, case)?;
+            let evaluation = engine.evaluate(&check, &request, &limits).await;
+            verdicts.push(judge(case, &evaluation));
+        }
+    }
+    let failed = verdicts.iter().filter(|v| !v.failures.is_empty()).count();
+    print!("{}", table(&verdicts));
+    println!("{} passed, {failed} failed", verdicts.len() - failed);
+    Ok(if failed == 0 {
+        EXIT_PROCEED
+    } else {
+        EXIT_FAILED_TESTS
+    })
+}
+
+fn load(file: &Path) -> Result<Fixtures, Problem> {
+    let document = parse_document(file)?;
+    serde_json::from_value(document)
+        .map_err(|error| Problem::Input(format!("{}: {error}", file.display())))
+}
+
+fn time(text: Option<&str>, file: &Path) -> Result<SystemTime, Problem> {
+    text.map_or(Ok(SystemTime::now()), |text| {
+        humantime::parse_rfc3339_weak(text).map_err(|error| {
+            Problem::Input(format!(
+                "{}: `{text}` is not a time: {error}",
+                file.display()
+            ))
+        })
+    })
+}
+
+fn request(file: &Path, fixtures: &Fixtures, case: &Case) -> Result<Request, Problem> {
+    let problem =
+        |what: &str| Problem::Input(format!("{}: case `{}`: {what}", file.display(), case.name));
+    let object = match (&case.object, &case.object_file) {
+        (Some(object), None) => object.clone(),
+        (None, Some(relative)) => {
+            parse_document(&file.parent().unwrap_or(Path::new(".")).join(relative))?
+        }
+        _ => return Err(problem("give either `object` or `objectFile`")),
+    };
+    if !object.is_object() {
+        return Err(problem("the object must be a mapping"));
+    }
+    let config = case
+        .config
+        .as_ref()
+        .or(fixtures.config.as_ref())
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    Ok(Request {
+        config: config.to_string(),
+        target: Target::of_object(&object),
+        object: object.to_string(),
+        now: time(case.now.as_deref().or(fixtures.now.as_deref()), file)?,
+    })
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|error| format!("`{text}` is not a duration: {error}"))
+}
+
+/// Compares an evaluation with what the case expects.
+fn judge(case: &Case, evaluation: &Evaluation) -> Verdict {
+    let expect = &case.expect;
+    let decision = action::decide([&evaluation.outcome], 0);
+    let (proceed, reason, message, requeue_after, error) = match &evaluation.outcome {
+        Ok(verdict) => (
+            verdict.proceed,
+            verdict.condition_reason().to_owned(),
+            verdict.message.clone(),
+            verdict.requeue_after,
+            "none",
+        ),
+        Err(failure) => (
+            false,
+            failure.reason.clone(),
+            failure.message.clone(),
+            None,
+            failure.kind.as_str(),
+        ),
+    };
+    let mut failures = Vec::new();
+    let mut compare = |what: &str, expected: String, actual: String| {
+        if expected != actual {
+            failures.push(format!("{what}: expected {expected}, got {actual}"));
+        }
+    };
+    if let Some(expected) = expect.proceed {
+        compare("proceed", expected.to_string(), proceed.to_string());
+    }
+    if let Some(expected) = &expect.reason {
+        compare("reason", expected.clone(), reason.clone());
+    }
+    if let Some(expected) = &expect.error {
+        compare("error", expected.clone(), error.to_owned());
+    }
+    if let Some(expected) = &expect.action {
+        compare(
+            "action",
+            expected.clone(),
+            decision.action.as_str().to_owned(),
+        );
+    }
+    if let Some(expected) = &expect.message_contains
+        && !message.contains(expected.as_str())
+    {
+        failures.push(format!(
+            "message: expected to contain {expected:?}, got {message:?}"
+        ));
+    }
+    if let Some(range) = &expect.requeue_after {
+        let bounds = match range {
+            DurationRange::Exact(exact) => duration(exact).map(|d| (d, d)),
+            DurationRange::Range { min, max } => {
+                duration(min).and_then(|min| Ok((min, duration(max)?)))
+            }
+        };
+        match (bounds, requeue_after) {
+            (Err(problem), _) => failures.push(format!("requeueAfter: {problem}")),
+            (Ok((min, max)), Some(actual)) if actual >= min && actual <= max => {}
+            (Ok((min, max)), actual) => failures.push(format!(
+                "requeueAfter: expected {}{}, got {}",
+                humantime::format_duration(min),
+                if min == max {
+                    String::new()
+                } else {
+                    format!("..{}", humantime::format_duration(max))
+                },
+                actual.map_or_else(
+                    || "none".to_owned(),
+                    |d| humantime::format_duration(d).to_string()
+                )
+            )),
+        }
+    }
+    let actual = match &evaluation.outcome {
+        Ok(_) => format!(
+            "{} {reason} ({})",
+            if proceed { "proceed" } else { "not proceed" },
+            decision.action.as_str()
+        ),
+        Err(failure) => format!(
+            "{} error {reason} ({})",
+            failure.kind,
+            decision.action.as_str()
+        ),
+    };
+    Verdict {
+        name: case.name.clone(),
+        failures,
+        actual,
+    }
+}
+
+/// One row per case: pass or fail, the case, what happened, and for a failure what was expected.
+fn table(verdicts: &[Verdict]) -> String {
+    let width = verdicts
+        .iter()
+        .map(|v| v.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut out = format!("{:<4}  {:<width$}  {}\n", "", "case", "actual");
+    for verdict in verdicts {
+        let status = if verdict.failures.is_empty() {
+            "ok"
+        } else {
+            "FAIL"
+        };
+        out += &format!(
+            "{status:<4}  {:<width$}  {}\n",
+            verdict.name, verdict.actual
+        );
+        for failure in &verdict.failures {
+            out += &format!("{:<4}  {:<width$}    {failure}\n", "", "");
+        }
+    }
+    out
+}
