@@ -145,10 +145,7 @@ impl Engine {
         validate::check_header(bytes)?;
         let component = self.compile(bytes, digest)?;
         let interface = Interface::of(&component, &self.engine);
-        let evaluate_export = interface.check_contract(&component, &self.engine)?;
-        let contract_version = evaluate_export
-            .rsplit_once('@')
-            .map_or(CONTRACT_VERSION, |(_, version)| version);
+        let contract_version = interface.check_contract(&component, &self.engine)?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|error| {
             Error::InvalidComponent(format!("its imports do not match the host's: {error:#}"))
         })?;
@@ -161,7 +158,7 @@ impl Engine {
             pre,
             digest,
             bytes.len(),
-            contract_version,
+            &contract_version,
             interface.imports,
             interface.exports,
         ));
@@ -376,9 +373,6 @@ const HOSTCALL_OVERHEAD_BYTES: usize = 4 << 10;
 /// How wasmtime says that a guest passed more than the host-call budget (its error type is private).
 const HOSTCALL_BUDGET_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
 
-/// Longest quote of a check's stderr in a failure message.
-const STDERR_QUOTE_BYTES: usize = 2 << 10;
-
 /// Names what stopped a check: its time, its memory, an oversized result, or a trap (quoting the last error
 /// it logged and the end of its stderr, where language runtimes print panics).
 fn classify(error: &wasmtime::Error, state: &GuestState, limits: &Limits) -> Failure {
@@ -420,24 +414,9 @@ fn classify(error: &wasmtime::Error, state: &GuestState, limits: &Limits) -> Fai
         message += &format!("; it last logged: {line}");
     }
     if let Some(stderr) = state.stderr.text() {
-        message += &format!(
-            "; its stderr ended with: {}",
-            tail(&stderr, STDERR_QUOTE_BYTES)
-        );
+        message += &format!("; its stderr ended with: {stderr}");
     }
     Failure::new(FailureKind::Trap, message)
-}
-
-/// The last `max` bytes of `text`, cut on a character boundary, marked with an ellipsis when cut.
-fn tail(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("…{}", &text[start..])
 }
 
 /// Advances the engine's epoch on a dedicated thread, so that timeouts fire even when every async worker

@@ -8,8 +8,8 @@ use wasmtime_wasi_io::bytes::Bytes;
 use wasmtime_wasi_io::poll::Pollable;
 use wasmtime_wasi_io::streams::{OutputStream, StreamResult};
 
-/// How many trailing bytes of stderr are kept.
-pub(crate) const STDERR_TAIL_BYTES: usize = 4 << 10;
+/// How many trailing bytes of stderr are kept: all of them are quoted when the check traps.
+pub(crate) const STDERR_TAIL_BYTES: usize = 2 << 10;
 
 /// The last [`STDERR_TAIL_BYTES`] bytes written to a check's stderr; older bytes are discarded as new ones
 /// arrive, so a check that writes without end costs the host a fixed amount of memory.

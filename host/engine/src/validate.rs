@@ -61,14 +61,14 @@ impl Interface {
     /// `0.1.y` `evaluate` export, whatever `y`: patch releases only add interfaces), that it imports only
     /// what the host provides, and that its `evaluate` export has the `check` function. The version comes
     /// first: a check of a future contract is told so, not that it wants something the host refuses.
-    /// Signature mismatches are found later, when the host pre-instantiates it. Returns the name of the
-    /// `evaluate` export (with the check's contract version).
+    /// Signature mismatches are found later, when the host pre-instantiates it. Returns the check's contract
+    /// version (`0.1.1`).
     pub fn check_contract(
         &self,
         component: &wasmtime::component::Component,
         engine: &wasmtime::Engine,
     ) -> Result<String, Error> {
-        let evaluate_export = self.evaluate_export()?;
+        let (evaluate_export, version) = self.evaluate_export()?;
         let unsupported: Vec<&str> = self
             .imports
             .iter()
@@ -97,11 +97,12 @@ impl Interface {
                 "its {evaluate_export} export has no `{CHECK_FUNCTION}` function"
             )));
         }
-        Ok(evaluate_export.to_owned())
+        Ok(version.to_owned())
     }
 
-    /// The name of the component's `evaluate` export when it is of a contract version this host serves.
-    fn evaluate_export(&self) -> Result<&str, Error> {
+    /// The name and contract version of the component's `evaluate` export, when it is of a version this host
+    /// serves.
+    fn evaluate_export(&self) -> Result<(&str, &str), Error> {
         let (interface, _) = EVALUATE_EXPORT
             .split_once('@')
             .unwrap_or((EVALUATE_EXPORT, ""));
@@ -110,7 +111,7 @@ impl Interface {
             Some((name.as_str(), version))
         });
         match versioned {
-            Some((name, version)) if same_minor(version, CONTRACT_VERSION) => Ok(name),
+            Some((name, version)) if same_minor(version, CONTRACT_VERSION) => Ok((name, version)),
             Some((_, version)) => Err(Error::InvalidComponent(format!(
                 "it is built for contract preflight:check@{version}; this host serves \
                  preflight:check@{}.x. Build the check against that version or run a host that serves {version}",

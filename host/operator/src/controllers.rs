@@ -8,7 +8,7 @@ use crate::events::{EventPublisher, EventType, Notice};
 use crate::gate::{Gate, controller_action, summarize};
 use crate::kind::GatedKind;
 use crate::metrics::{KindLabels, Metrics, ReconcileErrorLabels};
-use crate::pause::{self, PauseSwitch, PauseSync};
+use crate::pause::{self, KindSwitch, PauseSync};
 use crate::recorded_conditions::RecordedConditions;
 use crate::status_writer::{Recorded, StatusWriter};
 use futures::{Stream, StreamExt, future, stream};
@@ -60,6 +60,8 @@ struct KindContext {
     label: String,
     resource: ApiResource,
     placement: Placement,
+    /// The pause switch its checks name.
+    pause: KindSwitch,
 }
 
 /// The reconcile error: the outcome could not be read or written.
@@ -137,8 +139,10 @@ async fn sync_pause(
     object: &DynamicObject,
     proceed: bool,
 ) -> Result<(), ReconcileError> {
-    let checks = context.shared.gate.checks().for_kind(&context.kind);
-    let Ok(Some(switch)) = pause::agreed(ready_switches(&checks)) else {
+    let Some(switch) = context
+        .pause
+        .get(context.shared.gate.checks(), &context.kind)
+    else {
         return Ok(());
     };
     let api: Api<DynamicObject> = match object.namespace() {
@@ -166,25 +170,10 @@ async fn sync_pause(
                 action: "Pause",
             };
             let reference = object.object_ref(&context.resource);
-            if let Err(error) = context.shared.events.publish(&reference, &notice).await {
-                warn!(%error, "cannot publish an Event");
-            }
+            context.shared.events.publish(&reference, &notice).await;
         }
     }
     Ok(())
-}
-
-/// The pause switch each usable check of a kind names (or none), by check name.
-fn ready_switches(checks: &[GateEntry]) -> Vec<(&str, Option<&PauseSwitch>)> {
-    checks
-        .iter()
-        .filter_map(|entry| match entry {
-            GateEntry::Ready(check) => {
-                Some((check.settings.name.as_str(), check.settings.pause.as_ref()))
-            }
-            GateEntry::Unavailable { .. } => None,
-        })
-        .collect()
 }
 
 fn error_policy(
@@ -251,8 +240,9 @@ fn reconcile_triggers(
         let uid = object.uid().unwrap_or_default();
         let inputs = gate_inputs(&object);
         let changed = seen.insert(uid.clone(), inputs) != Some(inputs);
-        let altered = recorded.was_altered(&uid, existing_condition(&object, placement).as_ref());
-        future::ready((changed || altered).then_some(Ok(object)))
+        let triggers =
+            changed || recorded.was_altered(&uid, existing_condition(&object, placement).as_ref());
+        future::ready(triggers.then_some(Ok(object)))
     })
 }
 
@@ -377,7 +367,7 @@ async fn report_pause_disagreement(
     reported: &mut HashMap<GatedKind, String>,
 ) {
     let entries = checks.for_kind(kind);
-    match pause::agreed(ready_switches(&entries)) {
+    match pause::switch_of(&entries) {
         Ok(_) => {
             reported.remove(kind);
         }
@@ -571,6 +561,7 @@ fn start(
         kind: kind.clone(),
         resource: resource.clone(),
         placement,
+        pause: KindSwitch::default(),
     });
     let (stop, stopped) = oneshot::channel();
     let task =
@@ -590,12 +581,7 @@ async fn stop(kind: &GatedKind, controller: &mut Running, grace: Duration) {
     if let Some(stop) = controller.stop.take() {
         let _ = stop.send(());
     }
-    if tokio::time::timeout(grace, &mut controller.task)
-        .await
-        .is_err()
-    {
-        controller.task.abort();
-    }
+    crate::finish(&mut controller.task, grace).await;
 }
 
 /// The last check of a kind is gone: objects the gate held back may proceed; say so on each of them.

@@ -75,8 +75,21 @@ impl EventPublisher {
     }
 
     /// Publishes `notice` about `regarding`: creates its Event, or counts it again in the Event's series
-    /// when the same notice was published before.
-    pub async fn publish(
+    /// when the same notice was published before. An Event that cannot be published is logged, never an
+    /// error of the caller: the condition, not the Event, is the record.
+    pub async fn publish(&self, regarding: &ObjectReference, notice: &Notice<'_>) {
+        if let Err(error) = self.try_publish(regarding, notice).await {
+            tracing::warn!(
+                %error,
+                kind = regarding.kind.as_deref().unwrap_or_default(),
+                object = regarding.name.as_deref().unwrap_or_default(),
+                reason = notice.reason,
+                "cannot publish an Event"
+            );
+        }
+    }
+
+    async fn try_publish(
         &self,
         regarding: &ObjectReference,
         notice: &Notice<'_>,
@@ -135,9 +148,7 @@ impl EventPublisher {
             note,
             action: "LoadCheck",
         };
-        if let Err(error) = self.publish(&reference, &notice).await {
-            tracing::warn!(%error, check, "cannot publish an Event");
-        }
+        self.publish(&reference, &notice).await;
     }
 }
 

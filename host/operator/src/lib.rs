@@ -170,17 +170,17 @@ impl Operator {
 
     /// Stops the controllers (letting running reconciles finish, for at most the shutdown grace), releases
     /// the Lease and stops serving. Returns as soon as that is done: an idle operator stops at once.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         self.shutdown.send_replace(true);
         self.watcher.abort();
-        finish(self.lead, self.shutdown_grace + RELEASE_BOUND).await;
-        finish(self.server, RELEASE_BOUND).await;
+        finish(&mut self.lead, self.shutdown_grace + RELEASE_BOUND).await;
+        finish(&mut self.server, RELEASE_BOUND).await;
     }
 }
 
 /// Waits for `task` for at most `bound`, then aborts it.
-async fn finish(mut task: JoinHandle<()>, bound: Duration) {
-    if tokio::time::timeout(bound, &mut task).await.is_err() {
+async fn finish(task: &mut JoinHandle<()>, bound: Duration) {
+    if tokio::time::timeout(bound, &mut *task).await.is_err() {
         tracing::warn!(?bound, "a task did not stop in time; aborting it");
         task.abort();
     }

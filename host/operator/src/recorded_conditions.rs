@@ -4,19 +4,24 @@
 
 use crate::condition::PreflightCondition;
 use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// What a condition says, as compared here: status, reason, message and observed generation (the transition
-/// time follows from them).
-type Said = (String, String, String, Option<i64>);
+/// A digest of what a condition says: status, reason, message and observed generation (the transition time
+/// follows from them). A digest, not a copy: the steady state records every object on every reconcile.
+type Said = u64;
 
 fn said(condition: &PreflightCondition) -> Said {
+    let mut hasher = DefaultHasher::new();
     (
-        condition.status.clone(),
-        condition.reason.clone(),
-        condition.message.clone(),
+        &condition.status,
+        &condition.reason,
+        &condition.message,
         condition.observed_generation,
     )
+        .hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Per object (by UID), the condition the operator wrote or found correct last.
@@ -29,7 +34,14 @@ impl RecordedConditions {
     /// Remembers `condition` as what object `uid` carries (or is about to: call this before the write, so
     /// that the write's own watch event already matches).
     pub fn remember(&self, uid: &str, condition: &PreflightCondition) {
-        self.lock().insert(uid.to_owned(), said(condition));
+        let said = said(condition);
+        let mut by_uid = self.lock();
+        match by_uid.get_mut(uid) {
+            Some(recorded) => *recorded = said,
+            None => {
+                by_uid.insert(uid.to_owned(), said);
+            }
+        }
     }
 
     /// Whether object `uid`, which carries `current`, no longer says what the operator recorded: someone
@@ -37,7 +49,7 @@ impl RecordedConditions {
     pub fn was_altered(&self, uid: &str, current: Option<&PreflightCondition>) -> bool {
         self.lock()
             .get(uid)
-            .is_some_and(|recorded| current.map(said).as_ref() != Some(recorded))
+            .is_some_and(|recorded| current.map(said) != Some(*recorded))
     }
 
     /// Forgets a deleted object.

@@ -125,9 +125,7 @@ impl StatusWriter {
             action: "Preflight",
         };
         let reference = object.object_ref(resource);
-        if let Err(error) = self.events.publish(&reference, &notice).await {
-            tracing::warn!(%error, object = %object.name_any(), "cannot publish an Event");
-        }
+        self.events.publish(&reference, &notice).await;
     }
 }
 

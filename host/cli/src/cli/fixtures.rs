@@ -14,10 +14,11 @@
 //!     expect: {error: check, action: backoff}
 //! ```
 
-use super::input::{parse_document, read};
+use super::input::{engine, parse_document, read, request as request_for};
+use super::run::summary;
 use super::{EXIT_FAILED_TESTS, EXIT_PROCEED, Problem, TestArgs};
 use preflight_engine::action;
-use preflight_engine::{Engine, EngineConfig, Evaluation, Limits, Request, Target};
+use preflight_engine::{Evaluation, Limits, Request};
 use serde::Deserialize;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -80,14 +81,7 @@ struct Verdict {
 
 pub async fn test(args: TestArgs) -> Result<u8, Problem> {
     let bytes = read(&args.check)?;
-    let engine = Engine::new(EngineConfig {
-        max_concurrent_evaluations: 1,
-        max_memory_bytes: EngineConfig::default()
-            .max_memory_bytes
-            .max(args.memory_limit),
-        ..EngineConfig::default()
-    })
-    .map_err(Problem::Engine)?;
+    let engine = engine(1, args.memory_limit)?;
     let check = engine.load(&bytes).map_err(Problem::Unusable)?;
     let limits = Limits {
         timeout: args.timeout,
@@ -149,12 +143,8 @@ fn request(file: &Path, fixtures: &Fixtures, case: &Case) -> Result<Request, Pro
         .or(fixtures.config.as_ref())
         .cloned()
         .unwrap_or_else(|| serde_json::json!({}));
-    Ok(Request {
-        config: config.to_string(),
-        target: Target::of_object(&object),
-        object: object.to_string(),
-        now: time(case.now.as_deref().or(fixtures.now.as_deref()), file)?,
-    })
+    let now = time(case.now.as_deref().or(fixtures.now.as_deref()), file)?;
+    Ok(request_for(&object, &config, now))
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -165,22 +155,8 @@ fn duration(text: &str) -> Result<Duration, String> {
 fn judge(case: &Case, evaluation: &Evaluation) -> Verdict {
     let expect = &case.expect;
     let decision = action::decide([&evaluation.outcome], 0);
-    let (proceed, reason, message, requeue_after, error) = match &evaluation.outcome {
-        Ok(verdict) => (
-            verdict.proceed,
-            verdict.condition_reason().to_owned(),
-            verdict.message.clone(),
-            verdict.requeue_after,
-            "none",
-        ),
-        Err(failure) => (
-            false,
-            failure.reason.clone(),
-            failure.message.clone(),
-            None,
-            failure.kind.as_str(),
-        ),
-    };
+    let (proceed, requeue_after, reason, message, failure) = summary(&evaluation.outcome);
+    let error = failure.map_or("none", |failure| failure.kind.as_str());
     let mut failures = Vec::new();
     let mut compare = |what: &str, expected: String, actual: String| {
         if expected != actual {
@@ -191,7 +167,7 @@ fn judge(case: &Case, evaluation: &Evaluation) -> Verdict {
         compare("proceed", expected.to_string(), proceed.to_string());
     }
     if let Some(expected) = &expect.reason {
-        compare("reason", expected.clone(), reason.clone());
+        compare("reason", expected.clone(), reason.to_owned());
     }
     if let Some(expected) = &expect.error {
         compare("error", expected.clone(), error.to_owned());
@@ -235,17 +211,11 @@ fn judge(case: &Case, evaluation: &Evaluation) -> Verdict {
             )),
         }
     }
-    let actual = match &evaluation.outcome {
-        Ok(_) => format!(
-            "{} {reason} ({})",
-            if proceed { "proceed" } else { "not proceed" },
-            decision.action.as_str()
-        ),
-        Err(failure) => format!(
-            "{} error {reason} ({})",
-            failure.kind,
-            decision.action.as_str()
-        ),
+    let action = decision.action.as_str();
+    let actual = match failure {
+        None if proceed => format!("proceed {reason} ({action})"),
+        None => format!("not proceed {reason} ({action})"),
+        Some(failure) => format!("{} error {reason} ({action})", failure.kind),
     };
     Verdict {
         name: case.name.clone(),

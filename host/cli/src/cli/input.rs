@@ -51,24 +51,17 @@ impl Evaluate {
             Some(path) => parse_document(path)?,
             None => serde_json::json!({}),
         };
-        let request = Request {
-            object: object.to_string(),
-            config: config.to_string(),
-            target: Target::of_object(&object),
-            now: self.now.unwrap_or_else(std::time::SystemTime::now),
-        };
+        let request = request(
+            &object,
+            &config,
+            self.now.unwrap_or_else(std::time::SystemTime::now),
+        );
         let limits = Limits {
             timeout: self.timeout,
             memory_bytes: self.memory_limit,
             max_result_bytes: self.max_result,
         };
-        let defaults = EngineConfig::default();
-        let engine = Engine::new(EngineConfig {
-            max_concurrent_evaluations,
-            max_memory_bytes: defaults.max_memory_bytes.max(self.memory_limit),
-            ..defaults
-        })
-        .map_err(Problem::Engine)?;
+        let engine = engine(max_concurrent_evaluations, self.memory_limit)?;
         Ok(Prepared {
             engine,
             bytes,
@@ -76,4 +69,29 @@ impl Evaluate {
             limits,
         })
     }
+}
+
+/// The request for `object` (a Kubernetes object as JSON) with `config` at `now`.
+pub fn request(
+    object: &serde_json::Value,
+    config: &serde_json::Value,
+    now: std::time::SystemTime,
+) -> Request {
+    Request {
+        object: object.to_string(),
+        config: config.to_string(),
+        target: Target::of_object(object),
+        now,
+    }
+}
+
+/// An engine for `max_concurrent_evaluations` whose memory ceiling admits `memory_limit`.
+pub fn engine(max_concurrent_evaluations: u32, memory_limit: usize) -> Result<Engine, Problem> {
+    let defaults = EngineConfig::default();
+    Engine::new(EngineConfig {
+        max_concurrent_evaluations,
+        max_memory_bytes: defaults.max_memory_bytes.max(memory_limit),
+        ..defaults
+    })
+    .map_err(Problem::Engine)
 }

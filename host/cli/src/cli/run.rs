@@ -113,7 +113,7 @@ fn to_text(evaluation: &Evaluation, decision: Decision, digest: Digest, check: &
 }
 
 /// proceed, requeue-after, reason, message and the failure (if any) of an outcome.
-fn summary(outcome: &CheckOutcome) -> (bool, Option<Duration>, &str, &str, Option<&Failure>) {
+pub fn summary(outcome: &CheckOutcome) -> (bool, Option<Duration>, &str, &str, Option<&Failure>) {
     match outcome {
         Ok(verdict) => (
             verdict.proceed,
