@@ -1,8 +1,11 @@
 //! Write a preflight check in a few lines of Rust.
 //!
 //! A check is a function from a typed [`Request`] to an [`Outcome`]; [`check!`] turns it into the
-//! `preflight:check/evaluate@0.1.0` export of a WebAssembly component. The SDK deserialises the object and
-//! the configuration into your types, routes panics and logs to the host, and hides `wit-bindgen`.
+//! `preflight:check/evaluate@0.2.0` export of a WebAssembly component, and exports
+//! `configure.validate-config` so that a configuration that does not decode into the check's type (or
+//! that your own validator refuses) is reported once, at load. The SDK deserialises the object and the
+//! configuration into your types, routes panics and logs to the host, and hides `wit-bindgen`.
+//! Checks may also look beyond the object where their ConfigMap grants it: [`http`] and [`cluster`].
 //!
 //! ```
 //! use preflight_guest::{Object, Outcome, Request};
@@ -32,6 +35,9 @@
 
 #![warn(missing_docs)]
 
+pub mod cluster;
+pub mod http;
+mod jitter;
 mod log;
 mod object;
 mod outcome;
@@ -40,17 +46,19 @@ mod request;
 pub mod runtime;
 pub mod testing;
 
+pub use jitter::with_jitter;
 pub use log::{debug, error, info, trace, warn};
 pub use object::{Metadata, Object};
 pub use outcome::{IntoOutcome, Outcome};
 pub use request::{Request, Target};
 
-/// The `wit-bindgen` bindings of the `preflight-check` world. Used by [`check!`]; not part of the API.
+/// The `wit-bindgen` bindings of the `preflight-check-with-config` world. Used by [`check!`]; not part of
+/// the API.
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
-        world: "preflight-check",
+        path: "../wit/v0.2",
+        world: "preflight-check-with-config",
         pub_export_macro: true,
         export_macro_name: "export_preflight_check",
         default_bindings_module: "preflight_guest::bindings",
@@ -62,9 +70,17 @@ pub mod bindings {
 /// `function` takes a [`Request<T, C>`] for any deserialisable object type `T` and configuration type `C`,
 /// and returns an [`Outcome`] or a `Result<Outcome, E>` with `E: Display` (an `Err` becomes
 /// [`Outcome::error`]). Use it once per crate, at the top level.
+///
+/// The host validates each new configuration once: it must decode into `C`, and with
+/// `check!(function, validate = validator)`, `validator(&C) -> Result<(), E>` (`E: Display`) must accept
+/// it. A rejected configuration keeps the last good version of the check running and is reported on its
+/// ConfigMap.
 #[macro_export]
 macro_rules! check {
     ($function:path) => {
+        $crate::check!($function, validate = $crate::runtime::accept_any);
+    };
+    ($function:path, validate = $validator:path) => {
         // Only a WebAssembly build exports the check; natively the function stays a plain Rust function
         // for unit tests and benchmarks (see `preflight_guest::testing`).
         #[cfg(target_arch = "wasm32")]
@@ -76,6 +92,12 @@ macro_rules! check {
                     request: $crate::bindings::preflight::check::types::CheckRequest,
                 ) -> $crate::bindings::preflight::check::types::PreflightResult {
                     $crate::runtime::run(request, $function)
+                }
+            }
+
+            impl $crate::bindings::exports::preflight::check::configure::Guest for PreflightCheckExport {
+                fn validate_config(config: ::std::string::String) -> ::std::result::Result<(), ::std::string::String> {
+                    $crate::runtime::validate_config(&config, $function, $validator)
                 }
             }
 

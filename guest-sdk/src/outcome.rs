@@ -12,6 +12,7 @@ pub struct Outcome {
     pub(crate) error: Option<String>,
     pub(crate) reason: String,
     pub(crate) message: String,
+    pub(crate) outputs: Vec<(String, String)>,
 }
 
 impl Outcome {
@@ -49,6 +50,22 @@ impl Outcome {
         self
     }
 
+    /// Adds an output: a key and value the operator records on the object when they change (by default
+    /// in its `preflight.dev/outputs` annotation), e.g. the identifier of the dependency found. At most 16
+    /// outputs, keys of letters, digits, `-`, `_` and `.` up to 63 characters, 4 KiB in all; a key given
+    /// twice keeps its last value.
+    pub fn output(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        let key = key.into();
+        self.outputs.retain(|(existing, _)| *existing != key);
+        self.outputs.push((key, value.into()));
+        self
+    }
+
+    /// The outputs, in the order given.
+    pub fn outputs(&self) -> &[(String, String)] {
+        &self.outputs
+    }
+
     /// Whether the object may be reconciled now.
     pub fn is_proceed(&self) -> bool {
         self.proceed
@@ -81,6 +98,7 @@ impl Outcome {
             error,
             reason: String::new(),
             message: String::new(),
+            outputs: Vec::new(),
         }
     }
 }
@@ -125,6 +143,18 @@ mod tests {
         assert_eq!(Outcome::block().delay(), None);
         assert!(!Outcome::block().is_proceed());
         assert_eq!(Outcome::error("boom").error_message(), Some("boom"));
+
+        let found = Outcome::proceed()
+            .output("databaseId", "db-1")
+            .output("region", "eu")
+            .output("databaseId", "db-2");
+        assert_eq!(
+            found.outputs(),
+            [
+                ("region".to_owned(), "eu".to_owned()),
+                ("databaseId".to_owned(), "db-2".to_owned())
+            ]
+        );
     }
 
     #[test]

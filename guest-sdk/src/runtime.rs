@@ -1,6 +1,6 @@
 //! The glue between the WIT export and a check function: typed decoding, panic reporting, encoding.
 
-use crate::bindings::preflight::check::types::{CheckRequest, Datetime, PreflightResult};
+use crate::bindings::preflight::check::types::{CheckRequest, Datetime, Output, PreflightResult};
 use crate::{IntoOutcome, Outcome, Request, Target};
 use serde::de::DeserializeOwned;
 use std::time::{Duration, SystemTime};
@@ -51,11 +51,7 @@ where
             .because("InvalidObject", "");
         }
     };
-    let config = match serde_json::from_str(if raw_config.trim().is_empty() {
-        "{}"
-    } else {
-        raw_config
-    }) {
+    let config = match decode_config(raw_config) {
         Ok(config) => config,
         Err(error) => {
             return Outcome::error(format!("invalid check configuration: {error}"))
@@ -72,6 +68,37 @@ where
     .into_outcome()
 }
 
+/// The configuration decoded into the check's type; empty text is `{}`.
+fn decode_config<C: DeserializeOwned>(raw_config: &str) -> Result<C, serde_json::Error> {
+    serde_json::from_str(if raw_config.trim().is_empty() {
+        "{}"
+    } else {
+        raw_config
+    })
+}
+
+/// The `configure.validate-config` export: `raw_config` must decode into the configuration type of
+/// `function`, then `validator` must accept it. Called by [`crate::check!`].
+pub fn validate_config<T, C, R, E>(
+    raw_config: &str,
+    _function: fn(Request<T, C>) -> R,
+    validator: fn(&C) -> Result<(), E>,
+) -> Result<(), String>
+where
+    C: DeserializeOwned,
+    E: std::fmt::Display,
+{
+    report_panics_to_host();
+    let config = decode_config::<C>(raw_config)
+        .map_err(|error| format!("invalid check configuration: {error}"))?;
+    validator(&config).map_err(|error| error.to_string())
+}
+
+/// The validator of checks that give none: any configuration that decodes is accepted.
+pub fn accept_any<C>(_config: &C) -> Result<(), std::convert::Infallible> {
+    Ok(())
+}
+
 fn encode(outcome: Outcome) -> PreflightResult {
     PreflightResult {
         proceed: outcome.proceed,
@@ -79,6 +106,11 @@ fn encode(outcome: Outcome) -> PreflightResult {
         error: outcome.error,
         reason: outcome.reason,
         message: outcome.message,
+        outputs: outcome
+            .outputs
+            .into_iter()
+            .map(|(key, value)| Output { key, value })
+            .collect(),
     }
 }
 
@@ -103,6 +135,32 @@ fn report_panics_to_host() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check(_: Request<serde_json::Value, std::collections::BTreeSet<u32>>) -> Outcome {
+        Outcome::proceed()
+    }
+
+    fn at_most_three(config: &std::collections::BTreeSet<u32>) -> Result<(), String> {
+        match config.len() {
+            0..=3 => Ok(()),
+            n => Err(format!("{n} entries; at most 3")),
+        }
+    }
+
+    #[test]
+    fn configurations_must_decode_then_pass_the_validator() {
+        assert_eq!(validate_config("[1,2]", check, at_most_three), Ok(()));
+        assert_eq!(
+            validate_config("[1,2,3,4]", check, at_most_three),
+            Err("4 entries; at most 3".to_owned())
+        );
+        let undecodable = validate_config("{\"a\":1}", check, accept_any).unwrap_err();
+        assert!(
+            undecodable.starts_with("invalid check configuration"),
+            "{undecodable}"
+        );
+        assert_eq!(validate_config("[]", check, accept_any), Ok(()));
+    }
 
     #[test]
     fn delays_round_up_to_whole_milliseconds_and_saturate() {

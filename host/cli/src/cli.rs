@@ -100,6 +100,14 @@ struct Evaluate {
     /// The time the check sees as "now", RFC 3339 (default: the current time).
     #[arg(long, value_name = "TIME", value_parser = humantime::parse_rfc3339_weak)]
     now: Option<std::time::SystemTime>,
+    /// Let the check send HTTP requests to destinations matching this URL pattern
+    /// (`scheme://host[:port|:*][/path-prefix]`, host may be `*.domain`); repeatable. Nothing is allowed
+    /// without it, as in the operator without an `http` key.
+    #[arg(long, value_name = "URL-PATTERN", value_parser = preflight_engine::UrlPattern::parse)]
+    allow_http: Vec<preflight_engine::UrlPattern>,
+    /// Time limit of one outbound HTTP request, e.g. 2s.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    http_timeout: Duration,
 }
 
 #[derive(Debug, Args)]

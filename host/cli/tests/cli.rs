@@ -361,3 +361,50 @@ fn cli_test_runs_fixtures_as_unit_tests_of_a_check() {
     assert_eq!(status, 2);
     std::fs::remove_file(&wrong).unwrap();
 }
+
+#[test]
+fn run_grants_outbound_http_only_with_allow_http_and_prints_outputs_and_refusals() {
+    let server = preflight_test_support::LoopbackServer::start(|_| {
+        preflight_test_support::Reply::new(200, r#"{"key":"K-3"}"#)
+    });
+    let dir = std::env::temp_dir().join(format!("preflight-cli-http-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let object = dir.join("object.yaml");
+    std::fs::write(
+        &object,
+        "apiVersion: example.com/v1\nkind: App\nmetadata: {name: a, namespace: d}\nspec: {dependency: db}\n",
+    )
+    .unwrap();
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        format!("endpoint: {}/dependencies/\n", server.url()),
+    )
+    .unwrap();
+    let check = build_check("external-dependency");
+    let base = [
+        "run",
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        object.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let (status, text) = preflight(&base);
+    assert_eq!(
+        status, 4,
+        "without --allow-http the request is refused: {text}"
+    );
+    assert!(text.contains("refused   HTTP GET"), "{text}");
+    assert!(text.contains("not granted"), "{text}");
+    assert_eq!(server.request_count(), 0);
+
+    let url = server.url();
+    let mut granted = base.to_vec();
+    granted.extend(["--allow-http", &url]);
+    let (status, text) = preflight(&granted);
+    assert_eq!(status, 0, "{text}");
+    assert!(text.contains("output    dependencyKey=K-3"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

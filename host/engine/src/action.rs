@@ -6,7 +6,7 @@
 //! | some check does not proceed; some check gave a delay | [`Action::Requeue`] after the shortest delay, clamped | reset |
 //! | some check does not proceed; no delay given | [`Action::AwaitChange`] | reset |
 //! | some check failed in a way retrying may fix (error, timeout, memory, trap) | [`Action::Backoff`] after 5 ms · 2ⁿ, at most 1000 s | +1 |
-//! | otherwise some check is invalid (component or result) | [`Action::Stop`]: wait for the object or the check to change | kept |
+//! | otherwise some check is invalid (component, result or configuration) | [`Action::Stop`]: wait for the object or the check to change | kept |
 //!
 //! Errors decide over "not proceed"; retryable failures decide over invalid checks (another check may
 //! recover). This mirrors controller-runtime: a requeue-after is not a failure and resets the backoff.
@@ -150,6 +150,7 @@ mod tests {
             requeue_after: delay_s.map(Duration::from_secs),
             reason: String::new(),
             message: String::new(),
+            outputs: Default::default(),
         })
     }
     fn failed(kind: FailureKind) -> CheckOutcome {
@@ -258,6 +259,13 @@ mod tests {
                 0,
                 Stop,
                 0,
+            ),
+            (
+                "rejected configuration stops",
+                vec![failed(InvalidConfig)],
+                1,
+                Stop,
+                1,
             ),
             (
                 "all must proceed",

@@ -1,14 +1,26 @@
 //! A loaded check: compiled once per digest, pre-instantiated, ready for a fresh instance per evaluation.
 
-use crate::bindings::v0_1::PreflightCheckPre;
+use crate::bindings::{v0_1, v0_2};
 use crate::digest::Digest;
 use crate::guest_state::GuestState;
+use wasmtime::component::ComponentExportIndex;
 
 /// A validated, compiled and pre-instantiated check. Cheap to share (`Arc<Check>`); each evaluation
 /// instantiates it afresh, so no state leaks from one evaluation to the next.
 pub struct Check {
-    pub(crate) pre: PreflightCheckPre<GuestState>,
+    pub(crate) contract: Contract,
     info: CheckInfo,
+}
+
+/// A check pre-instantiated with the bindings of its contract version.
+pub(crate) enum Contract {
+    /// `preflight:check@0.1.x`.
+    V0_1(v0_1::PreflightCheckPre<GuestState>),
+    /// `preflight:check@0.2.x`, with its `configure.validate-config` export when it has one.
+    V0_2 {
+        pre: v0_2::PreflightCheckPre<GuestState>,
+        validate_config: Option<ComponentExportIndex>,
+    },
 }
 
 /// What a check is: identity, size, contract version, imports and exports.
@@ -28,7 +40,7 @@ pub struct CheckInfo {
 
 impl Check {
     pub(crate) fn new(
-        pre: PreflightCheckPre<GuestState>,
+        contract: Contract,
         digest: Digest,
         size: usize,
         contract_version: &str,
@@ -37,7 +49,7 @@ impl Check {
     ) -> Self {
         let world = format!("preflight:check/preflight-check@{contract_version}");
         Self {
-            pre,
+            contract,
             info: CheckInfo {
                 digest,
                 size,
@@ -56,6 +68,18 @@ impl Check {
     /// SHA-256 of the component's bytes.
     pub fn digest(&self) -> Digest {
         self.info.digest
+    }
+
+    /// Whether the check exports `configure.validate-config` (contract 0.2), which
+    /// [`crate::Engine::validate_config`] calls.
+    pub fn validates_config(&self) -> bool {
+        matches!(
+            self.contract,
+            Contract::V0_2 {
+                validate_config: Some(_),
+                ..
+            }
+        )
     }
 }
 

@@ -1,10 +1,9 @@
 //! The engine: validates and compiles checks (once per digest), and runs each evaluation in a fresh
 //! instance from a pooling allocator, under a time, memory and result-size budget.
 
-use crate::bindings::v0_1::{
-    CONTRACT_VERSION, CheckRequest, Datetime, PreflightCheckPre, PreflightResult, Target,
-};
-use crate::check::Check;
+use crate::bindings::{v0_1, v0_2};
+use crate::check::{Check, Contract};
+use crate::cluster::Grants;
 use crate::digest::Digest;
 use crate::disk_cache::DiskCache;
 use crate::error::Error;
@@ -13,8 +12,8 @@ use crate::imports;
 use crate::limits::Limits;
 use crate::outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
 use crate::request::Request;
-use crate::validate::{self, Interface};
-use std::collections::HashMap;
+use crate::validate::{self, Interface, same_minor};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -28,6 +27,12 @@ use wasmtime::{
 
 /// Longest condition reason Kubernetes accepts.
 const MAX_REASON_LEN: usize = 1024;
+/// Most outputs one result may carry.
+const MAX_OUTPUTS: usize = 16;
+/// Most bytes of output keys and values in one result.
+const MAX_OUTPUT_BYTES: usize = 4 << 10;
+/// Longest output key (a Kubernetes label name's length).
+const MAX_OUTPUT_KEY_LEN: usize = 63;
 
 /// How the engine is sized. The defaults fit an operator on a small node.
 #[derive(Debug, Clone)]
@@ -74,6 +79,11 @@ pub struct Engine {
 #[derive(Debug, thiserror::Error)]
 #[error("the check ran longer than its {0:?} time limit")]
 struct DeadlineExceeded(Duration);
+
+/// The error of a call cut off at its deadline while the check waited in a host call.
+fn deadline_exceeded(limits: &Limits) -> wasmtime::Error {
+    wasmtime::Error::new(DeadlineExceeded(limits.effective_timeout()))
+}
 
 impl Engine {
     /// Configures wasmtime (component model, pooling allocator, epoch interruption) and starts the epoch ticker.
@@ -149,13 +159,32 @@ impl Engine {
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|error| {
             Error::InvalidComponent(format!("its imports do not match the host's: {error:#}"))
         })?;
-        let pre = PreflightCheckPre::new(instance_pre).map_err(|error| {
+        let mismatch = |error: wasmtime::Error| {
             Error::InvalidComponent(format!(
-                "its exports do not match preflight:check@{CONTRACT_VERSION}: {error:#}"
+                "its exports do not match preflight:check@{contract_version}: {error:#}"
             ))
-        })?;
+        };
+        let contract = if same_minor(&contract_version, v0_1::CONTRACT_VERSION) {
+            Contract::V0_1(v0_1::PreflightCheckPre::new(instance_pre).map_err(mismatch)?)
+        } else {
+            let configure = component.get_export_index(None, v0_2::CONFIGURE_EXPORT);
+            let validate_config = configure.and_then(|configure| {
+                component.get_export_index(Some(&configure), v0_2::VALIDATE_CONFIG_FUNCTION)
+            });
+            if configure.is_some() && validate_config.is_none() {
+                return Err(Error::InvalidComponent(format!(
+                    "its {} export has no `{}` function",
+                    v0_2::CONFIGURE_EXPORT,
+                    v0_2::VALIDATE_CONFIG_FUNCTION
+                )));
+            }
+            Contract::V0_2 {
+                pre: v0_2::PreflightCheckPre::new(instance_pre).map_err(mismatch)?,
+                validate_config,
+            }
+        };
         let check = Arc::new(Check::new(
-            pre,
+            contract,
             digest,
             bytes.len(),
             &contract_version,
@@ -168,26 +197,127 @@ impl Engine {
         Ok(check)
     }
 
-    /// Runs `check` on `request` in a fresh instance. Never fails and never panics on anything the check
-    /// does: every failure is classified in the returned [`Evaluation`]. `limits.memory_bytes` is capped at
-    /// the engine's [`EngineConfig::max_memory_bytes`].
+    /// Runs `check` on `request` in a fresh instance with nothing granted: every outbound request and
+    /// lookup is refused. See [`Engine::evaluate_with`].
+    pub async fn evaluate(&self, check: &Check, request: &Request, limits: &Limits) -> Evaluation {
+        self.evaluate_with(check, request, limits, &Grants::default())
+            .await
+    }
+
+    /// Runs `check` on `request` in a fresh instance, with `grants` (outbound HTTP, lookups). Never fails
+    /// and never panics on anything the check does: every failure is classified in the returned
+    /// [`Evaluation`], and what the host refused the check is listed in it. `limits.memory_bytes` is
+    /// capped at the engine's [`EngineConfig::max_memory_bytes`].
     ///
     /// `limits.timeout` is wall-clock time for the whole evaluation, from instantiation to the result, host
     /// calls included: a check blocked in a host call (a sleep, and any future I/O import) is cut off at
     /// its deadline like one that computes. While it computes, the check yields to other tasks every epoch
     /// tick through `tokio::task::yield_now`, so that checks spinning on every worker thread cannot starve
     /// the rest of the process. Waiting for a free pool slot does not count against the limit.
-    pub async fn evaluate(&self, check: &Check, request: &Request, limits: &Limits) -> Evaluation {
+    pub async fn evaluate_with(
+        &self,
+        check: &Check,
+        request: &Request,
+        limits: &Limits,
+        grants: &Grants,
+    ) -> Evaluation {
         // The semaphore is never closed, so acquiring only waits for a free pool slot.
         let _slot = self.slots.acquire().await.ok();
         let started = Instant::now();
+        let (mut store, deadline) = self.store(request, limits, grants, started);
+        let run = async {
+            match &check.contract {
+                Contract::V0_1(pre) => call_check!(v0_1, pre, &mut store, request),
+                Contract::V0_2 { pre, .. } => call_check!(v0_2, pre, &mut store, request),
+            }
+        };
+        // The epoch callback only fires while wasm runs; this deadline also ends host calls (dropping the
+        // future unwinds the guest's stack and frees its slot).
+        let result = tokio::time::timeout_at(deadline.into(), run)
+            .await
+            .unwrap_or_else(|_| Err(deadline_exceeded(limits)));
+        let duration = started.elapsed();
+        let outcome = match result {
+            Ok(result) => verdict_of(result, limits),
+            Err(error) => Err(classify(&error, store.data(), limits)),
+        };
+        let state = store.into_data();
+        Evaluation {
+            outcome,
+            duration,
+            refusals: state.take_refusals(),
+            logs: state.logs,
+            logs_dropped: state.logs_dropped,
+        }
+    }
+
+    /// Calls the check's `configure.validate-config` on `config` (JSON), in a fresh instance under `limits`
+    /// with nothing granted. `Ok` when the check accepts it or has no such export (a 0.1 check, or a 0.2
+    /// check without it); otherwise the rejection, of kind [`FailureKind::InvalidConfig`] with the check's
+    /// message, or how the call failed (a trap, a timeout).
+    pub async fn validate_config(
+        &self,
+        check: &Check,
+        config: &str,
+        limits: &Limits,
+    ) -> Result<(), Failure> {
+        let Contract::V0_2 {
+            pre,
+            validate_config: Some(function),
+        } = &check.contract
+        else {
+            return Ok(());
+        };
+        let _slot = self.slots.acquire().await.ok();
+        let started = Instant::now();
+        let request = Request {
+            object: String::new(),
+            config: config.to_owned(),
+            target: crate::Target::default(),
+            now: SystemTime::now(),
+        };
+        let (mut store, deadline) = self.store(&request, limits, &Grants::default(), started);
+        let run = async {
+            let instance = pre.instance_pre().instantiate_async(&mut store).await?;
+            let validate =
+                instance.get_typed_func::<(&str,), (Result<(), String>,)>(&mut store, function)?;
+            let (verdict,) = validate.call_async(&mut store, (config,)).await?;
+            wasmtime::Result::Ok(verdict)
+        };
+        let result = tokio::time::timeout_at(deadline.into(), run)
+            .await
+            .unwrap_or_else(|_| Err(deadline_exceeded(limits)));
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(rejection)) => {
+                let shown: String = rejection.chars().take(limits.max_result_bytes).collect();
+                Err(Failure::new(FailureKind::InvalidConfig, shown))
+            }
+            Err(error) => Err(classify(&error, store.data(), limits)),
+        }
+    }
+
+    /// A store for one call under `limits`: memory limiter, host-call budget, and an epoch deadline that
+    /// yields to other tasks every tick and traps at the deadline it returns.
+    fn store(
+        &self,
+        request: &Request,
+        limits: &Limits,
+        grants: &Grants,
+        started: Instant,
+    ) -> (Store<GuestState>, Instant) {
         let mut store = Store::new(
             &self.engine,
-            GuestState::new(limits.memory_bytes.min(self.max_memory_bytes), request.now),
+            GuestState::new(
+                limits.memory_bytes.min(self.max_memory_bytes),
+                request.now,
+                grants,
+                &request.target,
+            ),
         );
         store.limiter(|state| state);
         store.set_hostcall_fuel(hostcall_budget(limits));
-        let timeout = limits.timeout.min(Limits::MAX_TIMEOUT);
+        let timeout = limits.effective_timeout();
         let deadline = started + timeout;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
@@ -202,30 +332,7 @@ impl Engine {
                 ))
             }
         });
-        let run = async {
-            let instance = check.pre.instantiate_async(&mut store).await?;
-            instance
-                .preflight_check_evaluate()
-                .call_check(&mut store, &to_wit(request))
-                .await
-        };
-        // The epoch callback only fires while wasm runs; this deadline also ends host calls (dropping the
-        // future unwinds the guest's stack and frees its slot).
-        let result = tokio::time::timeout_at(deadline.into(), run)
-            .await
-            .unwrap_or_else(|_| Err(wasmtime::Error::new(DeadlineExceeded(timeout))));
-        let duration = started.elapsed();
-        let outcome = match result {
-            Ok(result) => verdict_of(result, limits),
-            Err(error) => Err(classify(&error, store.data(), limits)),
-        };
-        let state = store.into_data();
-        Evaluation {
-            outcome,
-            duration,
-            logs: state.logs,
-            logs_dropped: state.logs_dropped,
-        }
+        (store, deadline)
     }
 
     fn compile(&self, bytes: &[u8], digest: Digest) -> Result<Component, Error> {
@@ -259,36 +366,97 @@ impl Engine {
     }
 }
 
-fn to_wit(request: &Request) -> CheckRequest {
-    let since_epoch = request
-        .now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    CheckRequest {
-        object: request.object.clone(),
-        config: request.config.clone(),
-        target: Target {
-            group: request.target.group.clone(),
-            version: request.target.version.clone(),
-            kind: request.target.kind.clone(),
-            namespace: request.target.namespace.clone(),
-            name: request.target.name.clone(),
-        },
-        now: Datetime {
-            seconds: since_epoch.as_secs(),
-            nanoseconds: since_epoch.subsec_nanos(),
-        },
+/// A request in the bindings of contract module `$version` (the records are the same in every version so
+/// far; each version's bindings have their own types).
+macro_rules! wit_request {
+    ($version:ident, $request:expr) => {{
+        let request: &Request = $request;
+        let since_epoch = request
+            .now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        $version::CheckRequest {
+            object: request.object.clone(),
+            config: request.config.clone(),
+            target: $version::Target {
+                group: request.target.group.clone(),
+                version: request.target.version.clone(),
+                kind: request.target.kind.clone(),
+                namespace: request.target.namespace.clone(),
+                name: request.target.name.clone(),
+            },
+            now: $version::Datetime {
+                seconds: since_epoch.as_secs(),
+                nanoseconds: since_epoch.subsec_nanos(),
+            },
+        }
+    }};
+}
+use wit_request;
+
+/// Instantiates `$pre` (bindings of contract module `$version`) in `$store` and calls its check on
+/// `$request`, returning a [`RawResult`].
+macro_rules! call_check {
+    ($version:ident, $pre:expr, $store:expr, $request:expr) => {{
+        let instance = $pre.instantiate_async($store).await?;
+        let result = instance
+            .preflight_check_evaluate()
+            .call_check($store, &wit_request!($version, $request))
+            .await?;
+        wasmtime::Result::Ok(RawResult::from(result))
+    }};
+}
+use call_check;
+
+/// A check's result in any contract version: a 0.1 result has no outputs.
+struct RawResult {
+    proceed: bool,
+    requeue_after_ms: Option<u32>,
+    error: Option<String>,
+    reason: String,
+    message: String,
+    outputs: Vec<(String, String)>,
+}
+
+impl From<v0_1::PreflightResult> for RawResult {
+    fn from(result: v0_1::PreflightResult) -> Self {
+        Self {
+            proceed: result.proceed,
+            requeue_after_ms: result.requeue_after_ms,
+            error: result.error,
+            reason: result.reason,
+            message: result.message,
+            outputs: Vec::new(),
+        }
+    }
+}
+
+impl From<v0_2::PreflightResult> for RawResult {
+    fn from(result: v0_2::PreflightResult) -> Self {
+        Self {
+            proceed: result.proceed,
+            requeue_after_ms: result.requeue_after_ms,
+            error: result.error,
+            reason: result.reason,
+            message: result.message,
+            outputs: result
+                .outputs
+                .into_iter()
+                .map(|output| (output.key, output.value))
+                .collect(),
+        }
     }
 }
 
 /// Checks a returned result against the contract and turns it into a verdict or a failure.
-fn verdict_of(result: PreflightResult, limits: &Limits) -> CheckOutcome {
-    let PreflightResult {
+fn verdict_of(result: RawResult, limits: &Limits) -> CheckOutcome {
+    let RawResult {
         proceed,
         requeue_after_ms,
         error,
         reason,
         message,
+        outputs,
     } = result;
     let size = reason.len() + message.len() + error.as_ref().map_or(0, String::len);
     if size > limits.max_result_bytes {
@@ -328,6 +496,7 @@ fn verdict_of(result: PreflightResult, limits: &Limits) -> CheckOutcome {
             message: error,
         });
     }
+    let outputs = outputs_of(outputs)?;
     let requeue_after = requeue_after_ms
         .filter(|ms| *ms > 0)
         .map(|ms| Duration::from_millis(ms.into()));
@@ -336,7 +505,48 @@ fn verdict_of(result: PreflightResult, limits: &Limits) -> CheckOutcome {
         requeue_after,
         reason,
         message,
+        outputs,
     })
+}
+
+/// Checks a result's outputs against the contract's caps: at most [`MAX_OUTPUTS`], unique keys of letters,
+/// digits, `-`, `_` and `.` up to [`MAX_OUTPUT_KEY_LEN`], [`MAX_OUTPUT_BYTES`] in all.
+fn outputs_of(outputs: Vec<(String, String)>) -> Result<BTreeMap<String, String>, Failure> {
+    let invalid = |why: String| Err(Failure::new(FailureKind::InvalidResult, why));
+    if outputs.len() > MAX_OUTPUTS {
+        return invalid(format!(
+            "the check returned {} outputs; the limit is {MAX_OUTPUTS}",
+            outputs.len()
+        ));
+    }
+    let bytes: usize = outputs
+        .iter()
+        .map(|(key, value)| key.len() + value.len())
+        .sum();
+    if bytes > MAX_OUTPUT_BYTES {
+        return invalid(format!(
+            "the check returned {bytes} bytes of outputs; the limit is {MAX_OUTPUT_BYTES}"
+        ));
+    }
+    let mut map = BTreeMap::new();
+    for (key, value) in outputs {
+        let valid_key = !key.is_empty()
+            && key.len() <= MAX_OUTPUT_KEY_LEN
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !valid_key {
+            let shown: String = key.chars().take(MAX_OUTPUT_KEY_LEN + 1).collect();
+            return invalid(format!(
+                "output key {shown:?} is not valid: 1 to {MAX_OUTPUT_KEY_LEN} letters, digits, '-', '_' or '.'"
+            ));
+        }
+        if map.contains_key(&key) {
+            return invalid(format!("output key {key:?} appears twice"));
+        }
+        map.insert(key, value);
+    }
+    Ok(map)
 }
 
 /// Empty, or a Kubernetes condition reason: `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, at most 1024 bytes.
@@ -461,13 +671,48 @@ mod tests {
         requeue_after_ms: Option<u32>,
         error: Option<&str>,
         reason: &str,
-    ) -> PreflightResult {
-        PreflightResult {
+    ) -> RawResult {
+        RawResult {
             proceed,
             requeue_after_ms,
             error: error.map(Into::into),
             reason: reason.into(),
             message: "m".into(),
+            outputs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn outputs_are_checked_against_their_caps() {
+        let limits = Limits::default();
+        let with = |outputs: Vec<(String, String)>| {
+            verdict_of(
+                RawResult {
+                    outputs,
+                    ..result(true, None, None, "")
+                },
+                &limits,
+            )
+        };
+        let pair = |key: &str, value: &str| (key.to_owned(), value.to_owned());
+        let verdict = with(vec![pair("databaseId", "db-42"), pair("region.name", "eu")]).unwrap();
+        assert_eq!(verdict.outputs["databaseId"], "db-42");
+        assert_eq!(verdict.outputs.len(), 2);
+        let refusal = |outputs| with(outputs).unwrap_err();
+        for (outputs, why) in [
+            (vec![pair("a b", "x")], "not valid"),
+            (vec![pair("", "x")], "not valid"),
+            (vec![pair(&"k".repeat(64), "x")], "not valid"),
+            (vec![pair("k", "1"), pair("k", "2")], "appears twice"),
+            (
+                (0..17).map(|i| pair(&format!("k{i}"), "")).collect(),
+                "17 outputs",
+            ),
+            (vec![pair("k", &"v".repeat(5000))], "bytes of outputs"),
+        ] {
+            let failure = refusal(outputs);
+            assert_eq!(failure.kind, FailureKind::InvalidResult);
+            assert!(failure.message.contains(why), "{}", failure.message);
         }
     }
 

@@ -11,6 +11,9 @@ pub enum Error {
     /// The wasmtime engine could not be configured (for example, a pool larger than the address space).
     #[error("cannot configure the WebAssembly engine: {0}")]
     Engine(String),
+    /// A capability grant cannot be honoured (for example, a CA bundle that holds no certificate).
+    #[error("invalid grant: {0}")]
+    Grant(String),
     /// The compiled-check cache directory could not be used.
     #[error("compiled-check cache {path}: {source}")]
     Cache {

@@ -1,12 +1,18 @@
-//! The per-evaluation state of a store: the memory budget, the check's log lines and stderr, and the
-//! WASI context (a wall clock that reads the request's time).
+//! The per-evaluation state of a store: the memory budget, the check's log lines and stderr, the WASI
+//! context (a wall clock that reads the request's time), and what the check was granted (outbound HTTP,
+//! lookups) with what the host refused it.
 
-use crate::bindings::v0_1::{self as bindings, Level};
+use crate::bindings::{v0_1, v0_2};
+use crate::cluster::{Grants, ObjectKind};
+use crate::outbound_http::OutboundHttp;
+use crate::request::Target;
 use crate::stderr_tail::StderrTail;
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 /// How many bytes of log lines one evaluation may keep; further lines are counted and dropped.
 pub(crate) const LOG_BYTES_CAP: usize = 16 << 10;
@@ -76,10 +82,27 @@ pub(crate) struct GuestState {
     pub logs_dropped: usize,
     log_bytes: usize,
     pub stderr: StderrTail,
+    http: WasiHttpCtx,
+    outbound_http: OutboundHttp,
+    lookups: Lookups,
+    /// Requests and lookups refused or failed, each naming its destination (shared with HTTP tasks).
+    refusals: Arc<Mutex<Vec<String>>>,
+}
+
+/// The lookups granted to one evaluation and what is left of its budget.
+struct Lookups {
+    grants: Grants,
+    target: Target,
+    left: u32,
 }
 
 impl GuestState {
-    pub fn new(memory_limit: usize, now: SystemTime) -> Self {
+    pub fn new(memory_limit: usize, now: SystemTime, grants: &Grants, target: &Target) -> Self {
+        let refusals = Arc::new(Mutex::new(Vec::new()));
+        let budget = match grants.lookups_per_evaluation {
+            0 => Grants::DEFAULT_LOOKUPS_PER_EVALUATION,
+            budget => budget,
+        };
         Self {
             memory_limit,
             now,
@@ -89,7 +112,52 @@ impl GuestState {
             logs_dropped: 0,
             log_bytes: 0,
             stderr: StderrTail::default(),
+            http: WasiHttpCtx::new(),
+            outbound_http: OutboundHttp::new(grants.http.clone(), Arc::clone(&refusals)),
+            lookups: Lookups {
+                grants: grants.clone(),
+                target: target.clone(),
+                left: budget,
+            },
+            refusals,
         }
+    }
+
+    /// What the host refused the check or could not complete for it, in order.
+    pub fn take_refusals(&self) -> Vec<String> {
+        std::mem::take(&mut *self.refusals.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn refuse(&self, refusal: String) -> String {
+        self.refusals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(refusal.clone());
+        refusal
+    }
+
+    /// The lookup service, after taking one call from the budget; an error naming the refusal otherwise.
+    fn lookup_turn(&mut self, what: &str) -> Result<Arc<dyn crate::ClusterLookup>, String> {
+        let Some(cluster) = self.lookups.grants.cluster.clone() else {
+            return Err(self.refuse(format!(
+                "lookup {what}: lookups are not granted to this check (its ConfigMap has no `lookups` key)"
+            )));
+        };
+        if self.lookups.left == 0 {
+            return Err(self.refuse(format!(
+                "lookup {what}: more than {} lookups in one evaluation",
+                match self.lookups.grants.lookups_per_evaluation {
+                    0 => Grants::DEFAULT_LOOKUPS_PER_EVALUATION,
+                    budget => budget,
+                }
+            )));
+        }
+        self.lookups.left -= 1;
+        Ok(cluster)
+    }
+
+    fn record_lookup_error<T>(&self, what: &str, answer: Result<T, String>) -> Result<T, String> {
+        answer.map_err(|error| self.refuse(format!("lookup {what}: {error}")))
     }
 
     /// The last line logged at error level: usually why a check trapped (the Rust SDK logs panics there).
@@ -131,25 +199,97 @@ impl wasmtime::ResourceLimiter for GuestState {
     }
 }
 
-impl bindings::preflight::check::log::Host for GuestState {
-    fn log(&mut self, level: Level, message: String) {
+impl GuestState {
+    fn log(&mut self, level: LogLevel, message: String) {
         if self.log_bytes + message.len() > LOG_BYTES_CAP {
             self.logs_dropped += 1;
             return;
         }
         self.log_bytes += message.len();
-        let level = match level {
-            Level::Trace => LogLevel::Trace,
-            Level::Debug => LogLevel::Debug,
-            Level::Info => LogLevel::Info,
-            Level::Warn => LogLevel::Warn,
-            Level::Error => LogLevel::Error,
-        };
         self.logs.push(LogLine { level, message });
     }
 }
 
-impl bindings::preflight::check::types::Host for GuestState {}
+/// Implements contract module `$version`'s `log` interface (each version's bindings have their own level type).
+macro_rules! log_host {
+    ($version:ident) => {
+        impl $version::preflight::check::log::Host for GuestState {
+            fn log(&mut self, level: $version::Level, message: String) {
+                use $version::Level;
+                let level = match level {
+                    Level::Trace => LogLevel::Trace,
+                    Level::Debug => LogLevel::Debug,
+                    Level::Info => LogLevel::Info,
+                    Level::Warn => LogLevel::Warn,
+                    Level::Error => LogLevel::Error,
+                };
+                GuestState::log(self, level, message);
+            }
+        }
+
+        impl $version::preflight::check::types::Host for GuestState {}
+    };
+}
+
+log_host!(v0_1);
+log_host!(v0_2);
+
+impl v0_2::preflight::check::cluster::Host for GuestState {
+    async fn get(
+        &mut self,
+        kind: v0_2::ObjectKind,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<String>, String> {
+        let kind = object_kind(kind);
+        let what = format!("get {kind} {}{name}", shown_namespace(namespace.as_deref()));
+        let cluster = self.lookup_turn(&what)?;
+        let target = self.lookups.target.clone();
+        let answer = cluster.get(&target, kind, namespace, name).await;
+        self.record_lookup_error(&what, answer)
+    }
+
+    async fn list(
+        &mut self,
+        kind: v0_2::ObjectKind,
+        namespace: Option<String>,
+        label_selector: String,
+    ) -> Result<Vec<String>, String> {
+        let kind = object_kind(kind);
+        let what = format!(
+            "list {kind} {}selector {label_selector:?}",
+            shown_namespace(namespace.as_deref())
+        );
+        let cluster = self.lookup_turn(&what)?;
+        let target = self.lookups.target.clone();
+        let answer = cluster.list(&target, kind, namespace, label_selector).await;
+        self.record_lookup_error(&what, answer)
+    }
+}
+
+fn object_kind(kind: v0_2::ObjectKind) -> ObjectKind {
+    ObjectKind {
+        group: kind.group,
+        version: kind.version,
+        kind: kind.kind,
+    }
+}
+
+fn shown_namespace(namespace: Option<&str>) -> String {
+    namespace
+        .map(|namespace| format!("{namespace}/"))
+        .unwrap_or_default()
+}
+
+impl WasiHttpView for GuestState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outbound_http,
+        }
+    }
+}
 
 impl WasiView for GuestState {
     /// The context is locked down: no preopens, no environment, no arguments, closed stdin, discarded

@@ -6,6 +6,9 @@
 //! - [`Engine`] loads a component once per digest into a [`Check`] and runs each evaluation in a fresh
 //!   instance under [`Limits`], returning an [`Evaluation`] whose outcome is a [`Verdict`] or a classified
 //!   [`Failure`];
+//! - [`Grants`] say what a check may reach beyond its request (contract 0.2): outbound HTTP under an
+//!   [`HttpPolicy`] (an [`HttpGrant`] with its response cache), and lookups through a [`ClusterLookup`]
+//!   the embedder implements. Nothing is granted by default;
 //! - [`action`] is the pure mapping from outcomes to the controller's action;
 //! - [`measure`] counts throughput the same way for `preflight bench` and the engine benchmark.
 
@@ -13,25 +16,32 @@
 
 mod bindings;
 mod check;
+mod cluster;
 mod digest;
 mod disk_cache;
 mod engine;
 mod error;
 mod guest_state;
+mod http_cache;
+mod http_policy;
 mod imports;
 mod limits;
 pub mod measure;
+mod outbound_http;
 mod outcome;
 mod request;
 mod stderr_tail;
 mod validate;
 
 pub use check::{Check, CheckInfo};
+pub use cluster::{ClusterLookup, Grants, LookupFuture, ObjectKind};
 pub use digest::Digest;
 pub use engine::{Engine, EngineConfig};
 pub use error::Error;
 pub use guest_state::{LogLevel, LogLine};
+pub use http_policy::{HttpPolicy, UrlPattern, forbidden_address};
 pub use limits::{Limits, parse_size};
+pub use outbound_http::HttpGrant;
 pub use outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
 pub use request::{Request, Target};
 pub mod action;
@@ -43,10 +53,10 @@ pub const WASMTIME_VERSION: &str = "48.0.8";
 /// The contract versions this engine serves, as `major.minor.x`: a check built against any patch release
 /// of one of them is accepted when it imports nothing the host lacks.
 pub fn contract_versions() -> Vec<String> {
-    vec![format!(
-        "{}.x",
-        validate::minor(bindings::v0_1::CONTRACT_VERSION)
-    )]
+    validate::SERVED_CONTRACTS
+        .iter()
+        .map(|version| format!("{}.x", validate::minor(version)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -63,6 +73,6 @@ mod tests {
             "Cargo.lock has another wasmtime than {}",
             super::WASMTIME_VERSION
         );
-        assert_eq!(super::contract_versions(), ["0.1.x"]);
+        assert_eq!(super::contract_versions(), ["0.1.x", "0.2.x"]);
     }
 }

@@ -24,6 +24,11 @@ impl Limits {
     pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
     /// 64 KiB: a status condition message is at most 32 KiB.
     pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 << 10;
+
+    /// The timeout honoured: `timeout`, at most [`Limits::MAX_TIMEOUT`].
+    pub fn effective_timeout(&self) -> Duration {
+        self.timeout.min(Self::MAX_TIMEOUT)
+    }
 }
 
 impl Default for Limits {

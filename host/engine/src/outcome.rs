@@ -1,6 +1,7 @@
 //! What an evaluation produced: the check's verdict, or a classified failure.
 
 use crate::guest_state::LogLine;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -15,6 +16,8 @@ pub struct Verdict {
     pub reason: String,
     /// Human-readable message, possibly empty.
     pub message: String,
+    /// Keys and values to record on the object (contract 0.2); empty for 0.1 checks.
+    pub outputs: BTreeMap<String, String>,
 }
 
 impl Verdict {
@@ -29,7 +32,7 @@ impl Verdict {
     }
 }
 
-/// How an evaluation failed. The first four are retried with backoff; the last two wait for a change.
+/// How an evaluation failed. The first four are retried with backoff; the last three wait for a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FailureKind {
     /// The check returned an error: it could not decide.
@@ -44,11 +47,13 @@ pub enum FailureKind {
     InvalidComponent,
     /// The check returned something the contract forbids (too large, an invalid reason, contradictions).
     InvalidResult,
+    /// The check's `validate-config` rejected its configuration.
+    InvalidConfig,
 }
 
 impl FailureKind {
     /// The short name used in JSON output and metrics: `check`, `timeout`, `memory`, `trap`,
-    /// `invalid-component`, `invalid-result`.
+    /// `invalid-component`, `invalid-result`, `invalid-config`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::CheckError => "check",
@@ -57,6 +62,7 @@ impl FailureKind {
             Self::Trap => "trap",
             Self::InvalidComponent => "invalid-component",
             Self::InvalidResult => "invalid-result",
+            Self::InvalidConfig => "invalid-config",
         }
     }
 
@@ -69,12 +75,16 @@ impl FailureKind {
             Self::Trap => "CheckTrapped",
             Self::InvalidComponent => "InvalidCheck",
             Self::InvalidResult => "InvalidCheckResult",
+            Self::InvalidConfig => "InvalidCheckConfig",
         }
     }
 
     /// Whether trying again may help. An invalid check or result stays invalid until the check changes.
     pub fn is_retryable(self) -> bool {
-        !matches!(self, Self::InvalidComponent | Self::InvalidResult)
+        !matches!(
+            self,
+            Self::InvalidComponent | Self::InvalidResult | Self::InvalidConfig
+        )
     }
 }
 
@@ -126,4 +136,7 @@ pub struct Evaluation {
     pub logs: Vec<LogLine>,
     /// Lines dropped because the cap was reached.
     pub logs_dropped: usize,
+    /// Outbound requests and lookups the host refused or could not complete, each naming its destination
+    /// (the check itself sees only an error code).
+    pub refusals: Vec<String>,
 }

@@ -1,6 +1,6 @@
 //! Is this a preflight check? Precise answers for bytes that are not one, before and after compiling.
 
-use crate::bindings::v0_1::{CHECK_FUNCTION, CONTRACT_VERSION, EVALUATE_EXPORT};
+use crate::bindings::{v0_1, v0_2};
 use crate::error::Error;
 use crate::imports::is_provided;
 use wasmtime::component::types::ComponentItem;
@@ -10,6 +10,12 @@ const WASM_MAGIC: &[u8; 4] = b"\0asm";
 const CORE_MODULE_HEADER: [u8; 4] = [1, 0, 0, 0];
 /// Layer field (bytes 6..8) of a component.
 const COMPONENT_LAYER: [u8; 2] = [1, 0];
+/// The interface every check exports, without its version.
+const EVALUATE_INTERFACE: &str = "preflight:check/evaluate";
+/// The function inside it.
+const CHECK_FUNCTION: &str = "check";
+/// The contract versions served, oldest first: a check of any patch release of one of them is accepted.
+pub(crate) const SERVED_CONTRACTS: [&str; 2] = [v0_1::CONTRACT_VERSION, v0_2::CONTRACT_VERSION];
 
 /// Rejects bytes that are not a WebAssembly component, naming what they are instead.
 pub(crate) fn check_header(bytes: &[u8]) -> Result<(), Error> {
@@ -58,7 +64,7 @@ impl Interface {
     }
 
     /// Checks, in this order, that the component is built for a contract version this host serves (a
-    /// `0.1.y` `evaluate` export, whatever `y`: patch releases only add interfaces), that it imports only
+    /// `0.1.y` or `0.2.y` `evaluate` export, whatever `y`: patch releases only add interfaces), that it imports only
     /// what the host provides, and that its `evaluate` export has the `check` function. The version comes
     /// first: a check of a future contract is told so, not that it wants something the host refuses.
     /// Signature mismatches are found later, when the host pre-instantiates it. Returns the check's contract
@@ -73,13 +79,15 @@ impl Interface {
             .imports
             .iter()
             .map(String::as_str)
-            .filter(|name| !is_provided(name))
+            .filter(|name| !is_provided(name, version))
             .collect();
         if !unsupported.is_empty() {
             return Err(Error::InvalidComponent(format!(
-                "it imports what the host does not provide: {}. Checks get no filesystem, network or \
-                 environment: they log through preflight:check/log and get the object and time in the \
-                 request; an interface of a newer 0.1.x contract needs a newer host",
+                "it imports what the host does not provide to a {version} check: {}. Checks get no \
+                 filesystem, sockets or environment: they log through preflight:check/log and get the \
+                 object and time in the request; from contract 0.2 they may look up objects through \
+                 preflight:check/cluster and send HTTP through wasi:http, where their ConfigMap grants \
+                 it; an interface of a newer patch release needs a newer host",
                 unsupported.join(", ")
             )));
         }
@@ -103,19 +111,22 @@ impl Interface {
     /// The name and contract version of the component's `evaluate` export, when it is of a version this host
     /// serves.
     fn evaluate_export(&self) -> Result<(&str, &str), Error> {
-        let (interface, _) = EVALUATE_EXPORT
-            .split_once('@')
-            .unwrap_or((EVALUATE_EXPORT, ""));
         let versioned = self.exports.iter().find_map(|name| {
-            let version = name.strip_prefix(interface)?.strip_prefix('@')?;
+            let version = name.strip_prefix(EVALUATE_INTERFACE)?.strip_prefix('@')?;
             Some((name.as_str(), version))
         });
         match versioned {
-            Some((name, version)) if same_minor(version, CONTRACT_VERSION) => Ok((name, version)),
+            Some((name, version))
+                if SERVED_CONTRACTS
+                    .iter()
+                    .any(|served| same_minor(version, served)) =>
+            {
+                Ok((name, version))
+            }
             Some((_, version)) => Err(Error::InvalidComponent(format!(
-                "it is built for contract preflight:check@{version}; this host serves \
-                 preflight:check@{}.x. Build the check against that version or run a host that serves {version}",
-                minor(CONTRACT_VERSION)
+                "it is built for contract preflight:check@{version}; this host serves {}. Build the \
+                 check against one of those or run a host that serves {version}",
+                served_contracts()
             ))),
             None => {
                 let exports = if self.exports.is_empty() {
@@ -124,12 +135,22 @@ impl Interface {
                     self.exports.join(", ")
                 };
                 Err(Error::InvalidComponent(format!(
-                    "it does not export {EVALUATE_EXPORT} (it exports {exports}): is it built for the \
-                     preflight:check/preflight-check world?"
+                    "it does not export {} (it exports {exports}): is it built for the \
+                     preflight:check/preflight-check world?",
+                    v0_2::EVALUATE_EXPORT
                 )))
             }
         }
     }
+}
+
+/// The served contracts as `preflight:check@0.1.x, preflight:check@0.2.x`.
+pub(crate) fn served_contracts() -> String {
+    SERVED_CONTRACTS
+        .iter()
+        .map(|version| format!("preflight:check@{}.x", minor(version)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `major.minor` of a version (`0.1` of `0.1.7`).

@@ -158,13 +158,14 @@ async fn components_that_are_not_checks_are_rejected_with_what_is_wrong() {
     let truncated = &check_bytes("required-metadata")[..4096];
     assert!(rejection(truncated).contains("does not compile"));
     assert!(rejection(&check_bytes("other-world")).contains(
-        "does not export preflight:check/evaluate@0.1.0 (it exports example:greeter/greet@1.0.0)"
+        "does not export preflight:check/evaluate@0.2.0 (it exports example:greeter/greet@1.0.0)"
     ));
     // It also imports an interface of its own contract version: the version is named first.
     let future = rejection(&check_bytes("future-contract"));
     assert!(
         future.contains(
-            "it is built for contract preflight:check@0.9.0; this host serves preflight:check@0.1.x"
+            "it is built for contract preflight:check@0.9.0; this host serves preflight:check@0.1.x, \
+             preflight:check@0.2.x"
         ),
         "{future}"
     );
@@ -490,7 +491,9 @@ async fn a_check_of_a_patch_release_is_served_unless_it_imports_what_the_host_la
         .unwrap_err()
         .to_string();
     assert!(
-        refused.contains("imports what the host does not provide: preflight:check/lookup@0.1.1"),
+        refused.contains(
+            "imports what the host does not provide to a 0.1.1 check: preflight:check/lookup@0.1.1"
+        ),
         "{refused}"
     );
     assert!(refused.contains("needs a newer host"), "{refused}");

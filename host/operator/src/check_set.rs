@@ -6,7 +6,7 @@
 
 use crate::kind::GatedKind;
 use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection};
-use preflight_engine::{Check, Digest, Engine};
+use preflight_engine::{Check, Digest, Engine, Grants};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
@@ -18,10 +18,14 @@ pub struct LoadedCheck {
     pub settings: CheckSettings,
     /// The compiled component.
     pub check: Arc<Check>,
+    /// What its evaluations may reach (built from `settings.capabilities` when the check is loaded);
+    /// nothing by default.
+    pub grants: Grants,
 }
 
 impl LoadedCheck {
-    /// Compiles `source` (CPU-heavy on a cache miss: call from a blocking thread).
+    /// Compiles `source` (CPU-heavy on a cache miss: call from a blocking thread). Nothing is granted yet:
+    /// see [`LoadedCheck::grants`].
     pub fn load(engine: &Engine, source: CheckSource) -> Result<Self, Rejection> {
         let check = engine.load(&source.component).map_err(|error| Rejection {
             gates: Some(source.settings.gates.clone()),
@@ -31,7 +35,17 @@ impl LoadedCheck {
         Ok(Self {
             settings: source.settings,
             check,
+            grants: Grants::default(),
         })
+    }
+
+    /// A rejection of this check for `problem`.
+    pub fn rejection(&self, problem: String) -> Rejection {
+        Rejection {
+            gates: Some(self.settings.gates.clone()),
+            failure_policy: self.settings.failure_policy,
+            problem,
+        }
     }
 
     /// The component's sha256.

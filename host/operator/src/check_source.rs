@@ -5,9 +5,10 @@
 //! `kubectl create configmap my-check --from-file=check.wasm` then
 //! `kubectl label configmap my-check preflight.dev/gates=App.apps.example.com`.
 
+use crate::capabilities::{CapabilitySettings, HttpSettings, LookupSettings};
 use crate::kind::GatedKind;
 use crate::pause::PauseSwitch;
-use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection};
+use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection};
 use k8s_openapi::api::core::v1::ConfigMap;
 use preflight_engine::{Digest, Limits};
 use std::io::Read;
@@ -20,7 +21,7 @@ pub const COMPONENT_KEY: &str = "check.wasm";
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The `data` keys a check ConfigMap may carry; any other key is rejected as a likely typo.
-const DATA_KEYS: [&str; 9] = [
+const DATA_KEYS: [&str; 12] = [
     "gates",
     "versions",
     "order",
@@ -30,6 +31,9 @@ const DATA_KEYS: [&str; 9] = [
     "config",
     "sha256",
     "pause",
+    "http",
+    "lookups",
+    "outputs",
 ];
 
 /// Reads a check ConfigMap. Every problem is reported at once, so one edit can fix them all.
@@ -135,6 +139,14 @@ pub fn from_config_map(
             .map_err(|problem| problems.push(problem))
             .ok()
     });
+    let capabilities = CapabilitySettings {
+        http: text("http").and_then(|value| noted(&mut problems, HttpSettings::parse(value))),
+        lookups: text("lookups")
+            .and_then(|value| noted(&mut problems, LookupSettings::parse(value))),
+    };
+    let outputs = text("outputs")
+        .and_then(|value| noted(&mut problems, OutputsPlacement::parse(value)))
+        .unwrap_or_default();
     let component = read_component(config_map)
         .map_err(|problem| problems.push(problem))
         .ok();
@@ -158,6 +170,8 @@ pub fn from_config_map(
                 failure_policy,
                 config,
                 pause,
+                capabilities,
+                outputs,
             },
             component,
         }),
@@ -167,6 +181,11 @@ pub fn from_config_map(
             problem: problems.join("; "),
         }),
     }
+}
+
+/// The value of `result`, or `None` with its problem noted.
+fn noted<T>(problems: &mut Vec<String>, result: Result<T, String>) -> Option<T> {
+    result.map_err(|problem| problems.push(problem)).ok()
 }
 
 /// The component: `binaryData[check.wasm]`, or the only `binaryData` entry; decompressed when it starts

@@ -1,6 +1,8 @@
 //! Watches the check ConfigMaps (selected by label, in one namespace unless told otherwise), compiles each
-//! new version off the reconcile path and swaps it into the [`CheckSet`]; a broken version is reported on its
-//! ConfigMap (Event), in the log and in metrics, and never replaces the last good one.
+//! new version off the reconcile path, grants it what its ConfigMap says (reading credentials from their
+//! Secret), has it validate its configuration, and swaps it into the [`CheckSet`]; a broken version (or a
+//! configuration the check rejects) is reported on its ConfigMap (Event), in the log and in metrics, and
+//! never replaces the last good one.
 //!
 //! Versions compile in parallel (a slow compile of one check never delays another), and only the newest
 //! version of each ConfigMap is ever installed: every change takes a sequence number, and a compile whose
@@ -9,6 +11,7 @@
 use crate::check_set::{CheckSet, LoadedCheck};
 use crate::check_source;
 use crate::events::EventPublisher;
+use crate::lookups::{GrantedLookups, ObjectCaches};
 use crate::metrics::{CheckLabels, KindLabels, Metrics};
 use crate::vocabulary::Rejection;
 use futures::StreamExt;
@@ -45,6 +48,8 @@ pub struct CheckWatcher {
     pub events: EventPublisher,
     /// Counts load failures.
     pub metrics: Arc<Metrics>,
+    /// The watch caches that granted lookups read.
+    pub lookups: Arc<ObjectCaches>,
 }
 
 /// The newest change per check name, and the kinds the `checks_loaded` gauge has reported.
@@ -97,6 +102,43 @@ impl CheckWatcher {
     }
 }
 
+impl CheckWatcher {
+    /// Grants a compiled check what its ConfigMap says (credentials read from their Secret in the check's
+    /// namespace), then has the check validate its configuration; either failing rejects this version.
+    async fn prepare(&self, mut check: LoadedCheck) -> Result<LoadedCheck, Rejection> {
+        let namespace = check
+            .settings
+            .name
+            .split_once('/')
+            .map_or("", |(namespace, _)| namespace)
+            .to_owned();
+        let capabilities = check.settings.capabilities.clone();
+        if let Some(http) = &capabilities.http {
+            let secrets = Api::namespaced(self.client.clone(), &namespace);
+            let grant = http.grant(&secrets, &namespace).await;
+            check.grants.http = Some(grant.map_err(|problem| check.rejection(problem))?);
+        }
+        if let Some(lookups) = capabilities.lookups {
+            check.grants.lookups_per_evaluation = lookups.per_evaluation;
+            check.grants.cluster = Some(Arc::new(GrantedLookups::new(
+                lookups,
+                Arc::clone(&self.lookups),
+            )));
+        }
+        let validated = self
+            .engine
+            .validate_config(&check.check, &check.settings.config, &check.settings.limits)
+            .await;
+        validated.map_err(|failure| {
+            check.rejection(format!(
+                "the check rejects its configuration: {}",
+                failure.message
+            ))
+        })?;
+        Ok(check)
+    }
+}
+
 /// Compiles and installs versions, newest wins.
 struct Loader {
     watcher: CheckWatcher,
@@ -135,7 +177,11 @@ impl Loader {
                     problem: format!("compilation did not finish: {join_error}"),
                 })
             });
-            loader.settle(&name, sequence, loaded).await;
+            let prepared = match loaded {
+                Ok(check) => loader.watcher.prepare(check).await,
+                Err(rejection) => Err(rejection),
+            };
+            loader.settle(&name, sequence, prepared).await;
         })
     }
 

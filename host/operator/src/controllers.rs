@@ -8,6 +8,7 @@ use crate::events::{EventPublisher, EventType, Notice};
 use crate::gate::{Gate, controller_action, summarize};
 use crate::kind::GatedKind;
 use crate::metrics::{KindLabels, Metrics, ReconcileErrorLabels};
+use crate::outputs::{self, OUTPUTS_ANNOTATION};
 use crate::pause::{self, KindSwitch, PauseSync};
 use crate::recorded_conditions::RecordedConditions;
 use crate::status_writer::{Recorded, StatusWriter};
@@ -64,6 +65,18 @@ struct KindContext {
     pause: KindSwitch,
 }
 
+impl KindContext {
+    /// The API of `object`'s kind, in its namespace.
+    fn api(&self, object: &DynamicObject) -> Api<DynamicObject> {
+        match object.namespace() {
+            Some(namespace) => {
+                Api::namespaced_with(self.shared.client.clone(), &namespace, &self.resource)
+            }
+            None => Api::all_with(self.shared.client.clone(), &self.resource),
+        }
+    }
+}
+
 /// The reconcile error: the outcome could not be read or written.
 #[derive(Debug, thiserror::Error)]
 enum ReconcileError {
@@ -73,6 +86,8 @@ enum ReconcileError {
     Serialize(#[from] serde_json::Error),
     #[error("cannot set or withdraw the pause switch: {0}")]
     Pause(kube::Error),
+    #[error("cannot record the checks' outputs: {0}")]
+    Outputs(kube::Error),
 }
 
 impl ReconcileError {
@@ -82,6 +97,7 @@ impl ReconcileError {
             Self::Write(_) => "status-write",
             Self::Serialize(_) => "serialize",
             Self::Pause(_) => "pause",
+            Self::Outputs(_) => "outputs-write",
         }
     }
 }
@@ -115,13 +131,20 @@ async fn reconcile(
             warning,
         )
         .await?;
-    if recorded == Recorded::Written {
+    let mut writes = u64::from(recorded == Recorded::Written);
+    for (placement, outputs) in result.outputs().unwrap_or_default() {
+        let written = outputs::record(&context.api(&object), &object, &placement, &outputs)
+            .await
+            .map_err(ReconcileError::Outputs)?;
+        writes += u64::from(written);
+    }
+    if writes > 0 {
         context
             .shared
             .metrics
             .status_writes
             .get_or_create(&kind_labels(&context.label))
-            .inc();
+            .inc_by(writes);
     }
     sync_pause(&context, &object, result.summary.proceed).await?;
     tracing::debug!(
@@ -145,12 +168,7 @@ async fn sync_pause(
     else {
         return Ok(());
     };
-    let api: Api<DynamicObject> = match object.namespace() {
-        Some(namespace) => {
-            Api::namespaced_with(context.shared.client.clone(), &namespace, &context.resource)
-        }
-        None => Api::all_with(context.shared.client.clone(), &context.resource),
-    };
+    let api = context.api(object);
     match pause::sync(&api, &context.resource, object, &switch, proceed)
         .await
         .map_err(ReconcileError::Pause)?
@@ -195,7 +213,8 @@ fn error_policy(
 }
 
 /// A hash of what a check may read and what changes when the object changes for a reason other than our
-/// own writes: generation, labels, annotations (without ours) and every top-level field but `status`.
+/// own writes: generation, labels, annotations (without our condition and outputs) and every top-level
+/// field but `status`.
 /// Status-only updates (including our condition) do not change it.
 fn gate_inputs(object: &DynamicObject) -> u64 {
     let mut hasher = DefaultHasher::new();
@@ -204,7 +223,9 @@ fn gate_inputs(object: &DynamicObject) -> u64 {
     object
         .annotations()
         .iter()
-        .filter(|(key, _)| key.as_str() != CONDITION_ANNOTATION)
+        .filter(|(key, _)| {
+            key.as_str() != CONDITION_ANNOTATION && key.as_str() != OUTPUTS_ANNOTATION
+        })
         .for_each(|entry| entry.hash(&mut hasher));
     if let Some(fields) = object.data.as_object() {
         for (key, value) in fields.iter().filter(|(key, _)| key.as_str() != "status") {

@@ -4,12 +4,12 @@
 
 use crate::check_set::{CheckSet, GateEntry, LoadedCheck};
 use crate::kind::GatedKind;
-use crate::vocabulary::FailurePolicy;
+use crate::vocabulary::{FailurePolicy, OutputsPlacement};
 use preflight_engine::action::{Action, BACKOFF_MAX, Decision, decide};
 use preflight_engine::{
     CheckOutcome, Engine, Evaluation, Failure, FailureKind, LogLevel, Request, Target, Verdict,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -34,6 +34,8 @@ pub struct CheckRun {
     pub ignored: Option<Failure>,
     /// Time spent in the check; zero when it could not run.
     pub duration: Duration,
+    /// Where the check's outputs go on the object.
+    pub outputs_placement: OutputsPlacement,
 }
 
 /// What the gate decided for one object.
@@ -62,6 +64,25 @@ impl GateResult {
     /// Whether the object may be reconciled now.
     pub fn proceed(&self) -> bool {
         self.summary.proceed
+    }
+
+    /// The outputs to record, per placement (a later check in order wins a key two checks output). `None`
+    /// when some check could not decide (failed, or its failure was ignored): the outputs on the object
+    /// then stay as they are, rather than being cleared by a transient failure.
+    pub fn outputs(&self) -> Option<BTreeMap<OutputsPlacement, BTreeMap<String, String>>> {
+        let mut outputs: BTreeMap<OutputsPlacement, BTreeMap<String, String>> = BTreeMap::new();
+        for run in &self.runs {
+            let verdict = run
+                .outcome
+                .as_ref()
+                .ok()
+                .filter(|_| run.ignored.is_none())?;
+            outputs
+                .entry(run.outputs_placement.clone())
+                .or_default()
+                .extend(verdict.outputs.clone());
+        }
+        Some(outputs)
     }
 }
 
@@ -111,6 +132,7 @@ impl Gate {
                         format!("no usable version of the check: {problem}"),
                     )),
                     Duration::ZERO,
+                    OutputsPlacement::default(),
                 ),
             };
             runs.push(run);
@@ -132,7 +154,7 @@ impl Gate {
         request.config.clone_from(&check.settings.config);
         let evaluation = self
             .engine
-            .evaluate(&check.check, request, &check.settings.limits)
+            .evaluate_with(&check.check, request, &check.settings.limits, &check.grants)
             .await;
         forward_logs(&check.settings.name, &evaluation);
         with_policy(
@@ -140,6 +162,7 @@ impl Gate {
             check.settings.failure_policy,
             evaluation.outcome,
             evaluation.duration,
+            check.settings.outputs.clone(),
         )
     }
 }
@@ -149,8 +172,12 @@ pub const CHECK_LOG_TARGET: &str = "preflight::check";
 
 /// Sends the lines a check logged to the host's logs at the check's level, tagged with the check's name,
 /// inside the caller's span (the operator's reconcile span names the object), as the contract promises;
-/// says how many lines the per-evaluation cap dropped.
+/// says how many lines the per-evaluation cap dropped, and what the host refused the check (outbound
+/// requests and lookups, each with its destination) at warn level.
 fn forward_logs(check: &str, evaluation: &Evaluation) {
+    for refusal in &evaluation.refusals {
+        tracing::warn!(target: CHECK_LOG_TARGET, check, refused = %refusal, "the host refused or could not complete a request of the check");
+    }
     for line in &evaluation.logs {
         let text = line.message.as_str();
         match line.level {
@@ -250,6 +277,7 @@ fn with_policy(
     policy: FailurePolicy,
     outcome: CheckOutcome,
     duration: Duration,
+    outputs_placement: OutputsPlacement,
 ) -> CheckRun {
     let (outcome, ignored) = match (outcome, policy) {
         (Err(failure), FailurePolicy::Ignore) => (
@@ -258,6 +286,7 @@ fn with_policy(
                 requeue_after: None,
                 reason: "CheckFailureIgnored".into(),
                 message: format!("failed and its failurePolicy is Ignore: {failure}"),
+                outputs: BTreeMap::new(),
             }),
             Some(failure),
         ),
@@ -268,6 +297,7 @@ fn with_policy(
         outcome,
         ignored,
         duration,
+        outputs_placement,
     }
 }
 
@@ -369,6 +399,7 @@ mod tests {
             requeue_after: delay.map(Duration::from_secs),
             reason: reason.into(),
             message: message.into(),
+            outputs: BTreeMap::new(),
         })
     }
 
@@ -379,7 +410,13 @@ mod tests {
         outcomes
             .into_iter()
             .map(|(name, policy, outcome)| {
-                with_policy(format!("ns/{name}"), policy, outcome, Duration::ZERO)
+                with_policy(
+                    format!("ns/{name}"),
+                    policy,
+                    outcome,
+                    Duration::ZERO,
+                    OutputsPlacement::default(),
+                )
             })
             .collect()
     }

@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+mod capabilities;
 mod check_set;
 mod check_source;
 mod check_watcher;
@@ -25,12 +26,15 @@ mod gate;
 mod http;
 mod kind;
 mod leader;
+mod lookups;
 mod metrics;
+mod outputs;
 mod pause;
 mod recorded_conditions;
 mod status_writer;
 mod vocabulary;
 
+pub use capabilities::{CapabilitySettings, Credentials, HttpSettings, LookupSettings};
 pub use check_set::{CheckSet, GateEntry, LoadedCheck};
 pub use check_source::GATES_LABEL;
 pub use check_watcher::CheckSelection;
@@ -39,9 +43,11 @@ pub use error::Error;
 pub use gate::{CheckRun, Gate, GateResult, Summary, controller_action};
 pub use kind::GatedKind;
 pub use leader::LeaderElection;
+pub use lookups::{GrantedLookups, ObjectCaches};
+pub use outputs::OUTPUTS_ANNOTATION;
 pub use pause::{PAUSE_FIELD_MANAGER, PauseSwitch};
 pub use preflight_engine as engine;
-pub use vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection};
+pub use vocabulary::{CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection};
 
 use check_watcher::CheckWatcher;
 use controllers::Shared;
@@ -134,6 +140,7 @@ impl Operator {
             default_limits: config.default_limits,
             events: events.clone(),
             metrics: metrics.clone(),
+            lookups: lookups::ObjectCaches::new(client.clone()),
         };
         let watcher = tokio::spawn(watcher.run(config.checks.clone(), synced_sender));
 

@@ -47,7 +47,8 @@ pub struct ReconcileErrorLabels {
 
 /// Every cause a reconcile error is counted under: the outcome could not be written (`status-write`), the
 /// object could not be read as JSON (`serialize`), or its pause switch could not be applied (`pause`).
-pub const RECONCILE_ERROR_CAUSES: [&str; 3] = ["status-write", "serialize", "pause"];
+pub const RECONCILE_ERROR_CAUSES: [&str; 4] =
+    ["status-write", "serialize", "pause", "outputs-write"];
 
 /// Histogram buckets from 10 µs to ~10 s: evaluations range from microseconds to a check's timeout.
 #[derive(Clone)]

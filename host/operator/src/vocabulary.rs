@@ -2,6 +2,7 @@
 //! its failure policy, and why a version was rejected. The ConfigMap parser ([`crate::check_source`]) produces
 //! these, the check set and the gate consume them, and library users build them in code.
 
+use crate::capabilities::CapabilitySettings;
 use crate::kind::GatedKind;
 use crate::pause::PauseSwitch;
 use preflight_engine::Limits;
@@ -37,6 +38,58 @@ pub struct CheckSettings {
     /// The switch that pauses the kind's own controller while an object may not proceed; every check of a
     /// kind must name the same one (or none).
     pub pause: Option<PauseSwitch>,
+    /// What the check may reach beyond its object (contract 0.2): outbound HTTP, lookups.
+    pub capabilities: CapabilitySettings,
+    /// Where the check's outputs are recorded on the object.
+    pub outputs: OutputsPlacement,
+}
+
+/// Where a check's outputs go on the object.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash, PartialOrd, Ord)]
+pub enum OutputsPlacement {
+    /// The `preflight.dev/outputs` annotation, a JSON object (the default: it works for every kind, while
+    /// a structural schema prunes status fields its CRD does not declare).
+    #[default]
+    Annotation,
+    /// An object field under `status` that the CRD declares, as a path: `["dependency"]` for
+    /// `status.dependency`.
+    Status(Vec<String>),
+}
+
+impl OutputsPlacement {
+    /// Parses the ConfigMap's `outputs` key: `annotation`, or `status.<field>[.<field>...]`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text == "annotation" {
+            return Ok(Self::Annotation);
+        }
+        let path: Vec<String> = text
+            .strip_prefix("status.")
+            .map(|path| path.split('.').map(str::to_owned).collect())
+            .unwrap_or_default();
+        let valid = !path.is_empty()
+            && path.iter().all(|field| {
+                !field.is_empty()
+                    && field
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            });
+        if valid {
+            Ok(Self::Status(path))
+        } else {
+            Err(format!(
+                "outputs `{text}` is neither `annotation` nor a status path such as status.dependency"
+            ))
+        }
+    }
+}
+
+impl std::fmt::Display for OutputsPlacement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Annotation => f.write_str("annotation"),
+            Self::Status(path) => write!(f, "status.{}", path.join(".")),
+        }
+    }
 }
 
 /// A check and its settings, read from a ConfigMap (or built in code by an operator in library mode).
@@ -61,6 +114,8 @@ impl CheckSource {
                 failure_policy: FailurePolicy::Fail,
                 config: "{}".into(),
                 pause: None,
+                capabilities: CapabilitySettings::default(),
+                outputs: OutputsPlacement::Annotation,
             },
             component,
         }

@@ -523,6 +523,35 @@ async fn the_operator_works_with_the_deployed_service_account_and_nothing_more()
     s.remove().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_the_operators_rbac_cannot_serve_names_the_verb_and_resource_to_grant() {
+    let s = Scenario::new("rbaclookup", "Ledger", "misbehave").await;
+    apply_deploy_rbac(&s.client, &s.namespace, &s.kind).await;
+    let lookup = json!({"mode": "lookup", "lookup": ["v1", "Pod", "", "web"]}).to_string();
+    s.put(
+        "reach",
+        &[("config", &lookup), ("lookups", "kinds: [v1/Pod]")],
+    )
+    .await;
+    s.create("l1", &[]).await;
+    let service_account =
+        preflight_kube_harness::client_as_service_account(&s.namespace, "preflight-operator").await;
+    let started = Instant::now();
+    let operator = start_operator(&service_account, operator_config(&s.namespace)).await;
+    let condition = s.wait("l1", "False", "LookupFailed").await;
+    assert!(
+        condition.message.contains(&format!(
+            "the operator may not list and watch pods in namespace {} (RBAC)",
+            s.namespace
+        )) && condition.message.contains("get, list and watch"),
+        "{}",
+        condition.message
+    );
+    assert!(started.elapsed() < SOON, "reported, not hung");
+    operator.stop().await;
+    s.remove().await;
+}
+
 /// Applies `deploy/base/rbac.yaml` into `namespace`, plus the ClusterRole a user adds to grant one gated kind
 /// (`deploy/examples/grant-kind.yaml`), rewritten for the test's kind.
 async fn apply_deploy_rbac(client: &Client, namespace: &str, kind: &TestKind) {
@@ -612,6 +641,7 @@ async fn the_deploy_manifests_pass_server_side_validation() {
         "deploy/base/deployment.yaml",
         "deploy/examples/crd.yaml",
         "deploy/examples/grant-kind.yaml",
+        "deploy/examples/grant-secret.yaml",
     ];
     for file in files {
         let text = std::fs::read_to_string(root.join(file)).unwrap();

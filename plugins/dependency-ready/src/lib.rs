@@ -61,16 +61,14 @@ pub fn check(request: Request<Object<Spec>, Config>) -> Outcome {
         return Outcome::proceed()
             .because("DependenciesAvailable", "all dependencies are available");
     }
-    let metadata = &request.object.metadata;
-    let delay = with_jitter(
-        config.retry_after_seconds,
+    let delay = preflight_guest::with_jitter(
+        Duration::from_secs(config.retry_after_seconds.into()),
         config.jitter_percent,
-        &metadata.namespace,
-        &metadata.name,
+        &request.target,
     );
     preflight_guest::debug(&format!(
         "{} is waiting for {}",
-        metadata.name,
+        request.target.name,
         missing.join(", ")
     ));
     Outcome::requeue_after(delay).because(
@@ -81,25 +79,6 @@ pub fn check(request: Request<Object<Spec>, Config>) -> Outcome {
             config.retry_after_seconds
         ),
     )
-}
-
-/// `base` seconds plus up to `percent`% of it, chosen by a hash of the object's identity.
-fn with_jitter(base_seconds: u32, percent: u32, namespace: &str, name: &str) -> Duration {
-    let base = Duration::from_secs(base_seconds.into());
-    let spread_ms = base.as_millis() as u64 * u64::from(percent.min(100)) / 100;
-    if spread_ms == 0 {
-        return base;
-    }
-    base + Duration::from_millis(fnv1a(&[namespace.as_bytes(), b"/", name.as_bytes()]) % spread_ms)
-}
-
-fn fnv1a(parts: &[&[u8]]) -> u64 {
-    parts
-        .iter()
-        .flat_map(|part| part.iter())
-        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-            (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
 }
 
 preflight_guest::check!(check);

@@ -2,7 +2,12 @@
 //!
 //! [`build_check`] builds a check crate of this workspace for `wasm32-wasip2` with the real toolchain, once
 //! per test process, and returns the component's path. The build uses its own target directory (beside the
-//! workspace's) so that it never waits on the lock of the `cargo test` that runs it.
+//! workspace's) so that it never waits on the lock of the `cargo test` that runs it. [`LoopbackServer`]
+//! stands in for an external HTTP system on a loopback port.
+
+mod loopback_http;
+
+pub use loopback_http::{LoopbackServer, ReceivedRequest, Reply};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

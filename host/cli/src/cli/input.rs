@@ -1,8 +1,11 @@
 //! Reading what the user points at: components, objects and configuration in YAML or JSON, sizes.
 
 use super::{Evaluate, Problem};
-use preflight_engine::{Engine, EngineConfig, Limits, Request, Target};
+use preflight_engine::{
+    Engine, EngineConfig, Grants, HttpGrant, HttpPolicy, Limits, Request, Target,
+};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Reads a file, naming it in the error.
 pub fn read(path: &Path) -> Result<Vec<u8>, Problem> {
@@ -34,6 +37,8 @@ pub struct Prepared {
     pub bytes: Vec<u8>,
     pub request: Request,
     pub limits: Limits,
+    /// Outbound HTTP when `--allow-http` was given; never lookups (there is no cluster).
+    pub grants: Grants,
 }
 
 impl Evaluate {
@@ -62,11 +67,20 @@ impl Evaluate {
             max_result_bytes: self.max_result,
         };
         let engine = engine(max_concurrent_evaluations, self.memory_limit)?;
+        let mut grants = Grants::default();
+        if !self.allow_http.is_empty() {
+            let mut policy = HttpPolicy::allowing(self.allow_http.clone());
+            policy.request_timeout = self.http_timeout;
+            let grant =
+                HttpGrant::new(policy).map_err(|error| Problem::Input(error.to_string()))?;
+            grants.http = Some(Arc::new(grant));
+        }
         Ok(Prepared {
             engine,
             bytes,
             request,
             limits,
+            grants,
         })
     }
 }

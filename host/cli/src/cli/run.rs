@@ -13,7 +13,12 @@ pub async fn run(args: RunArgs) -> Result<u8, Problem> {
         Ok(check) => {
             prepared
                 .engine
-                .evaluate(&check, &prepared.request, &prepared.limits)
+                .evaluate_with(
+                    &check,
+                    &prepared.request,
+                    &prepared.limits,
+                    &prepared.grants,
+                )
                 .await
         }
         Err(error) => Evaluation {
@@ -24,6 +29,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Problem> {
             duration: Duration::ZERO,
             logs: Vec::new(),
             logs_dropped: 0,
+            refusals: Vec::new(),
         },
     };
     let decision = action::decide([&evaluation.outcome], 0);
@@ -71,6 +77,8 @@ fn to_json(evaluation: &Evaluation, decision: Decision, digest: Digest) -> serde
         "sha256": digest.to_string(),
         "logs": evaluation.logs.iter().map(|line| json!({"level": line.level.to_string(), "message": line.message})).collect::<Vec<_>>(),
         "logsDropped": evaluation.logs_dropped,
+        "outputs": evaluation.outcome.as_ref().map(|verdict| verdict.outputs.clone()).unwrap_or_default(),
+        "refused": evaluation.refusals,
     })
 }
 
@@ -94,6 +102,14 @@ fn to_text(evaluation: &Evaluation, decision: Decision, digest: Digest, check: &
                 out += &format!("message   {message}\n");
             }
         }
+    }
+    if let Ok(verdict) = &evaluation.outcome {
+        for (key, value) in &verdict.outputs {
+            out += &format!("output    {key}={value}\n");
+        }
+    }
+    for refusal in &evaluation.refusals {
+        out += &format!("refused   {refusal}\n");
     }
     out += &format!("action    {}", decision.action.as_str());
     if let Some(delay) = decision.action.delay() {

@@ -1,4 +1,5 @@
-//! Host bindings, one module per contract version (as wasmtime-wasi lays out `p1` and `p2`), so that the
-//! next version's bindings sit beside these and a loaded check can hold either.
+//! Host bindings, one module per contract version (as wasmtime-wasi lays out `p1` and `p2`): the host links
+//! and serves every version here, choosing by the name of a component's `evaluate` export.
 
 pub(crate) mod v0_1;
+pub(crate) mod v0_2;

@@ -10,8 +10,13 @@ use std::time::{Duration, SystemTime};
 #[serde(default)]
 pub struct Config {
     /// `loop`, `sleep`, `memory`, `recursion`, `huge-result`, `panic`, `plain-panic`, `log-flood`, `exit`,
-    /// `no-reason`, `bad-reason`, `clock`, `dirty`, `scan`, `dirty-then-scan`; anything else proceeds.
+    /// `no-reason`, `bad-reason`, `clock`, `dirty`, `scan`, `dirty-then-scan`, `fetch`, `lookup`; anything
+    /// else proceeds.
     mode: String,
+    /// `fetch`: the URLs to GET, in order; the message lists each answer (`200 <body>`) or error.
+    urls: Vec<String>,
+    /// `lookup`: `apiVersion`, `kind`, namespace (empty: the object's) and name to get.
+    lookup: Vec<String>,
     /// Size of the message of `huge-result`, in bytes (10 MiB when absent).
     bytes: Option<usize>,
 }
@@ -58,6 +63,37 @@ pub fn check(request: Request<serde_json::Value, Config>) -> Outcome {
             Outcome::proceed()
         }
         "exit" => std::process::exit(3),
+        "fetch" => {
+            let answers: Vec<String> = request
+                .config
+                .urls
+                .iter()
+                .map(|url| match preflight_guest::http::get(url) {
+                    Ok(response) => format!(
+                        "{} {}",
+                        response.status,
+                        String::from_utf8_lossy(&response.body)
+                    ),
+                    Err(error) => format!("error: {error}"),
+                })
+                .collect();
+            Outcome::proceed().because("Fetched", answers.join(" | "))
+        }
+        "lookup" => {
+            let [api_version, kind, namespace, name] = request.config.lookup.as_slice() else {
+                return Outcome::error("lookup needs apiVersion, kind, namespace, name");
+            };
+            let namespace = (!namespace.is_empty()).then_some(namespace.as_str());
+            match preflight_guest::cluster::get::<serde_json::Value>(
+                api_version,
+                kind,
+                namespace,
+                name,
+            ) {
+                Ok(found) => Outcome::proceed().because("LookedUp", format!("{found:?}")),
+                Err(error) => Outcome::error(error.to_string()).because("LookupFailed", ""),
+            }
+        }
         "no-reason" => Outcome::block(),
         "bad-reason" => Outcome::block().because("not a valid reason!", "spaces are not allowed"),
         // Linear memory exists only in WebAssembly: natively these modes behave.

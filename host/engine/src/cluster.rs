@@ -1,0 +1,81 @@
+//! Read-only lookups of other objects (`preflight:check/cluster`), as the engine sees them: a trait the
+//! embedder implements (the operator, over its watch caches) and a per-evaluation call budget. The engine
+//! knows nothing of Kubernetes: which kinds and namespaces a check may read is the implementation's rule.
+
+use crate::request::Target;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A kind of object, as in an object's `apiVersion` and `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKind {
+    /// The API group; empty for the core group.
+    pub group: String,
+    /// The version.
+    pub version: String,
+    /// The kind, e.g. `ConfigMap`.
+    pub kind: String,
+}
+
+impl std::fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}/{}", self.version, self.kind)
+        } else {
+            write!(f, "{}/{}/{}", self.group, self.version, self.kind)
+        }
+    }
+}
+
+/// A boxed future, as the lookup trait returns (it is used as `dyn ClusterLookup`).
+pub type LookupFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// Answers a check's lookups. Errors are messages the check receives (and the operator reports): name what
+/// was refused or failed, e.g. `Secret default/db is not granted to this check`.
+pub trait ClusterLookup: Send + Sync {
+    /// The object `name` of `kind` as JSON, `None` when it does not exist. `namespace` `None`: the gated
+    /// object's (`target`'s) namespace.
+    fn get<'a>(
+        &'a self,
+        target: &'a Target,
+        kind: ObjectKind,
+        namespace: Option<String>,
+        name: String,
+    ) -> LookupFuture<'a, Option<String>>;
+
+    /// The objects of `kind` matching `label_selector`, as JSON, sorted by namespace and name.
+    fn list<'a>(
+        &'a self,
+        target: &'a Target,
+        kind: ObjectKind,
+        namespace: Option<String>,
+        label_selector: String,
+    ) -> LookupFuture<'a, Vec<String>>;
+}
+
+/// What a check may reach beyond its request, given to [`crate::Engine::evaluate_with`] per evaluation.
+/// Nothing is granted by default: [`Grants::default`] refuses every request and lookup.
+#[derive(Clone, Default)]
+pub struct Grants {
+    /// Outbound HTTP, with its allow-list, limits and cache.
+    pub http: Option<std::sync::Arc<crate::HttpGrant>>,
+    /// Lookups of other objects.
+    pub cluster: Option<std::sync::Arc<dyn ClusterLookup>>,
+    /// Lookups one evaluation may make; 0 means [`Grants::DEFAULT_LOOKUPS_PER_EVALUATION`].
+    pub lookups_per_evaluation: u32,
+}
+
+impl Grants {
+    /// 16 lookups per evaluation.
+    pub const DEFAULT_LOOKUPS_PER_EVALUATION: u32 = 16;
+}
+
+impl std::fmt::Debug for Grants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grants")
+            .field("http", &self.http)
+            .field("cluster", &self.cluster.is_some())
+            .field("lookups_per_evaluation", &self.lookups_per_evaluation)
+            .finish()
+    }
+}
