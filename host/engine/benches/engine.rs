@@ -171,6 +171,7 @@ impl Bench {
                     check,
                     request,
                     self.limits,
+                    &preflight_engine::Grants::default(),
                     block * 4,
                     IN_FLIGHT,
                 ));

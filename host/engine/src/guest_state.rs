@@ -123,6 +123,11 @@ impl GuestState {
         }
     }
 
+    /// The store's resource table, without building the WASI context (`wasi:io` needs only the table).
+    pub fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
     /// What the host refused the check or could not complete for it, in order.
     pub fn take_refusals(&self) -> Vec<String> {
         std::mem::take(&mut *self.refusals.lock().unwrap_or_else(PoisonError::into_inner))

@@ -195,30 +195,31 @@ impl HttpPolicy {
             .any(|pattern| pattern.matches(scheme, host, port, path))
     }
 
-    /// Why none of `addresses` (what the host name resolved to) may be dialled, or the first that may.
-    pub(crate) fn dialable(&self, addresses: &[IpAddr]) -> Result<IpAddr, String> {
+    /// The addresses among `addresses` (what the host name resolved to) that may be dialled, in order; why
+    /// none may, when none may.
+    pub(crate) fn dialable(&self, addresses: &[IpAddr]) -> Result<Vec<IpAddr>, String> {
         let literal: Vec<IpAddr> = self
             .allow
             .iter()
             .filter_map(UrlPattern::literal_address)
             .collect();
-        let mut refused = Vec::new();
+        let (mut allowed, mut refused) = (Vec::new(), Vec::new());
         for address in addresses {
             match forbidden_address(*address) {
                 Some(why) if !literal.contains(address) => {
                     refused.push(format!("{address} is {why}"))
                 }
-                _ => return Ok(*address),
+                _ => allowed.push(*address),
             }
         }
-        Err(if refused.is_empty() {
-            "the name resolved to no address".to_owned()
-        } else {
-            format!(
+        match (allowed.is_empty(), refused.is_empty()) {
+            (false, _) => Ok(allowed),
+            (true, true) => Err("the name resolved to no address".to_owned()),
+            (true, false) => Err(format!(
                 "{}; list the address literally in the allow-list to allow it",
                 refused.join(", ")
-            )
-        })
+            )),
+        }
     }
 }
 
@@ -368,11 +369,11 @@ mod tests {
             "{error}"
         );
         let loopback: IpAddr = "127.0.0.1".parse().unwrap();
-        assert_eq!(by_name.dialable(&[metadata, loopback]), Ok(loopback));
+        assert_eq!(by_name.dialable(&[metadata, loopback]), Ok(vec![loopback]));
 
         let literal =
             HttpPolicy::allowing(vec![UrlPattern::parse("http://169.254.169.254").unwrap()]);
-        assert_eq!(literal.dialable(&[metadata]), Ok(metadata));
+        assert_eq!(literal.dialable(&[metadata]), Ok(vec![metadata]));
         assert!(literal.dialable(&[]).is_err());
     }
 

@@ -57,9 +57,9 @@ pub(crate) fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     v0_2::PreflightCheck::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |state| state)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     let l = linker;
-    io::error::add_to_linker::<GuestState, ResourceTableOf>(l, |s| s.ctx().table)?;
-    io::poll::add_to_linker::<GuestState, ResourceTableOf>(l, |s| s.ctx().table)?;
-    io::streams::add_to_linker::<GuestState, ResourceTableOf>(l, |s| s.ctx().table)?;
+    io::error::add_to_linker::<GuestState, ResourceTableOf>(l, GuestState::table)?;
+    io::poll::add_to_linker::<GuestState, ResourceTableOf>(l, GuestState::table)?;
+    io::streams::add_to_linker::<GuestState, ResourceTableOf>(l, GuestState::table)?;
     clocks::wall_clock::add_to_linker::<GuestState, WasiClocks>(l, GuestState::clocks)?;
     clocks::monotonic_clock::add_to_linker::<GuestState, WasiClocks>(l, GuestState::clocks)?;
     random::random::add_to_linker::<GuestState, WasiRandom>(l, |s| s.ctx().ctx.random())?;

@@ -253,17 +253,10 @@ async fn fetch(
             .map(|address| address.ip())
             .collect(),
     };
-    let address = policy
+    let dialable = policy
         .dialable(&addresses)
         .map_err(|why| (HttpError::DestinationIpProhibited, why))?;
-    let tcp = tokio::net::TcpStream::connect((address, port))
-        .await
-        .map_err(|error| {
-            (
-                HttpError::ConnectionRefused,
-                format!("cannot connect to {address}:{port}: {error}"),
-            )
-        })?;
+    let tcp = connect(&dialable, port).await?;
     let origin_form = request
         .uri()
         .path_and_query()
@@ -330,6 +323,25 @@ async fn fetch(
         headers: parts.headers,
         body: read.freeze(),
     })
+}
+
+/// Connects to the first of `addresses` that accepts (a name often resolves to `::1` and `127.0.0.1`, and a
+/// server may listen on one of them only).
+async fn connect(
+    addresses: &[IpAddr],
+    port: u16,
+) -> Result<tokio::net::TcpStream, (HttpError, String)> {
+    let mut failures = Vec::new();
+    for address in addresses {
+        match tokio::net::TcpStream::connect((*address, port)).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => failures.push(format!("{address}:{port}: {error}")),
+        }
+    }
+    Err((
+        HttpError::ConnectionRefused,
+        format!("cannot connect to {}", failures.join(", ")),
+    ))
 }
 
 /// One HTTP/1.1 exchange on a fresh connection (checks send few requests; the cache spares the rest): the

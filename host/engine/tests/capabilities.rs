@@ -516,3 +516,73 @@ async fn a_check_built_against_the_frozen_0_1_contract_runs_beside_0_2_checks() 
         .unwrap();
     assert_eq!(missing.requeue_after, Some(Duration::from_secs(30)));
 }
+
+/// A TLS server on 127.0.0.1 for `localhost`, with a certificate from a private CA made for the test:
+/// returns its port and the CA's PEM. Answers every request with `200 secure`.
+async fn private_tls_server() -> (u16, String) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let server_key = KeyPair::generate().unwrap();
+    let server_cert = CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&server_key, &ca)
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![server_cert.der().clone()],
+        rustls_pki_types::PrivateKeyDer::try_from(server_key.serialize_der()).unwrap(),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut head = [0u8; 1024];
+                let _ = tls.read(&mut head).await;
+                let _ = tls
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\nsecure",
+                    )
+                    .await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    (port, ca.pem())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_trusts_a_private_ca_only_when_its_bundle_is_granted() {
+    let (port, ca_pem) = private_tls_server().await;
+    let url = format!("https://localhost:{port}/x");
+    let pattern = UrlPattern::parse(&format!("https://localhost:{port}")).unwrap();
+
+    let (message, refusals) =
+        refused(HttpPolicy::allowing(vec![pattern.clone()]), &[url.clone()]).await;
+    assert!(message.contains("TlsCertificateError"), "{message}");
+    assert!(refusals[0].contains("TLS with localhost"), "{refusals:?}");
+
+    let mut trusting = HttpPolicy::allowing(vec![pattern]);
+    trusting.extra_roots_pem = Some(ca_pem.into_bytes());
+    let (message, refusals) = refused(trusting, &[url]).await;
+    assert_eq!(message, "200 secure", "{refusals:?}");
+
+    let mut garbage = HttpPolicy::allowing(Vec::new());
+    garbage.extra_roots_pem = Some(b"not a certificate".to_vec());
+    let error = HttpGrant::new(garbage).unwrap_err().to_string();
+    assert!(error.contains("CA bundle"), "{error}");
+}

@@ -13,8 +13,11 @@ pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
     let check = engine.load(&prepared.bytes).map_err(Problem::Unusable)?;
     let request = Arc::new(prepared.request);
     let limits = prepared.limits;
+    let grants = prepared.grants;
 
-    let first = engine.evaluate(&check, &request, &limits).await;
+    let first = engine
+        .evaluate_with(&check, &request, &limits, &grants)
+        .await;
     let outcome = match &first.outcome {
         Ok(verdict) if verdict.proceed => "proceed".to_owned(),
         Ok(verdict) => format!("not proceed ({})", verdict.reason),
@@ -25,14 +28,18 @@ pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
         }
     };
     for _ in 0..args.iterations / 10 {
-        engine.evaluate(&check, &request, &limits).await;
+        engine
+            .evaluate_with(&check, &request, &limits, &grants)
+            .await;
     }
     let mut latency =
         Histogram::<u64>::new(3).map_err(|error| Problem::Input(error.to_string()))?;
     let sequential_start = Instant::now();
     for _ in 0..args.iterations {
         let started = Instant::now();
-        engine.evaluate(&check, &request, &limits).await;
+        engine
+            .evaluate_with(&check, &request, &limits, &grants)
+            .await;
         let _ = latency.record(started.elapsed().as_nanos() as u64);
     }
     let sequential = sequential_start.elapsed();
@@ -41,6 +48,7 @@ pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
         &check,
         &request,
         limits,
+        &grants,
         args.iterations,
         args.concurrency,
     )

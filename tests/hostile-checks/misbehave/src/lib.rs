@@ -13,12 +13,23 @@ pub struct Config {
     /// `no-reason`, `bad-reason`, `clock`, `dirty`, `scan`, `dirty-then-scan`, `fetch`, `lookup`; anything
     /// else proceeds.
     mode: String,
-    /// `fetch`: the URLs to GET, in order; the message lists each answer (`200 <body>`) or error.
+    /// `fetch`: the URLs to GET, in order; the message lists each answer (`200 <body>`) or error, then
+    /// the lookup's answer when `lookup` is given.
     urls: Vec<String>,
-    /// `lookup`: `apiVersion`, `kind`, namespace (empty: the object's) and name to get.
+    /// `lookup` (and `fetch`): `apiVersion`, `kind`, namespace (empty: the object's) and name to get.
     lookup: Vec<String>,
     /// Size of the message of `huge-result`, in bytes (10 MiB when absent).
     bytes: Option<usize>,
+}
+
+/// Gets the object `[apiVersion, kind, namespace, name]` names.
+fn look_up(lookup: &[String]) -> Result<Option<serde_json::Value>, String> {
+    let [api_version, kind, namespace, name] = lookup else {
+        return Err("lookup needs apiVersion, kind, namespace, name".to_owned());
+    };
+    let namespace = (!namespace.is_empty()).then_some(namespace.as_str());
+    preflight_guest::cluster::get(api_version, kind, namespace, name)
+        .map_err(|error| error.to_string())
 }
 
 /// The check.
@@ -77,23 +88,16 @@ pub fn check(request: Request<serde_json::Value, Config>) -> Outcome {
                     Err(error) => format!("error: {error}"),
                 })
                 .collect();
-            Outcome::proceed().because("Fetched", answers.join(" | "))
-        }
-        "lookup" => {
-            let [api_version, kind, namespace, name] = request.config.lookup.as_slice() else {
-                return Outcome::error("lookup needs apiVersion, kind, namespace, name");
-            };
-            let namespace = (!namespace.is_empty()).then_some(namespace.as_str());
-            match preflight_guest::cluster::get::<serde_json::Value>(
-                api_version,
-                kind,
-                namespace,
-                name,
-            ) {
-                Ok(found) => Outcome::proceed().because("LookedUp", format!("{found:?}")),
-                Err(error) => Outcome::error(error.to_string()).because("LookupFailed", ""),
+            let mut message = answers.join(" | ");
+            if !request.config.lookup.is_empty() {
+                message += &format!(" | {:?}", look_up(&request.config.lookup));
             }
+            Outcome::proceed().because("Fetched", message)
         }
+        "lookup" => match look_up(&request.config.lookup) {
+            Ok(found) => Outcome::proceed().because("LookedUp", format!("{found:?}")),
+            Err(error) => Outcome::error(error).because("LookupFailed", ""),
+        },
         "no-reason" => Outcome::block(),
         "bad-reason" => Outcome::block().because("not a valid reason!", "spaces are not allowed"),
         // Linear memory exists only in WebAssembly: natively these modes behave.
