@@ -571,8 +571,11 @@ async fn https_trusts_a_private_ca_only_when_its_bundle_is_granted() {
     let url = format!("https://localhost:{port}/x");
     let pattern = UrlPattern::parse(&format!("https://localhost:{port}")).unwrap();
 
-    let (message, refusals) =
-        refused(HttpPolicy::allowing(vec![pattern.clone()]), &[url.clone()]).await;
+    let (message, refusals) = refused(
+        HttpPolicy::allowing(vec![pattern.clone()]),
+        std::slice::from_ref(&url),
+    )
+    .await;
     assert!(message.contains("TlsCertificateError"), "{message}");
     assert!(refusals[0].contains("TLS with localhost"), "{refusals:?}");
 
