@@ -5,6 +5,7 @@ mod fixtures;
 mod input;
 mod inspect;
 mod operator;
+mod pack;
 mod run;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -51,6 +52,36 @@ enum Command {
     Test(TestArgs),
     /// Print this binary's version, the wasmtime it runs checks with, and the contract versions it serves.
     Version(VersionArgs),
+    /// Write the ConfigMap manifests that ship a check (for `kubectl apply -f`): the component zstd-compressed
+    /// and pinned by its sha256, in one ConfigMap when it fits, else in immutable parts and the check's own
+    /// ConfigMap. The component is loaded first: one this host cannot run is refused here.
+    Pack(PackArgs),
+}
+
+#[derive(Debug, Args)]
+struct PackArgs {
+    /// The check component (.wasm).
+    #[arg(value_name = "FILE.wasm")]
+    check: PathBuf,
+    /// The check ConfigMap's name.
+    #[arg(long)]
+    name: String,
+    /// The kind it gates: `Kind.group` (`App.apps.example.com`), or `Kind` for the core group.
+    #[arg(long, value_name = "KIND.GROUP")]
+    gates: String,
+    /// The operator's namespace.
+    #[arg(long, default_value = "preflight-system")]
+    namespace: String,
+    /// The check's configuration, as YAML or JSON (data key `config`).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Another data key of the check ConfigMap, e.g. `timeout=500ms` or `http=@http.yaml` (`@` reads a
+    /// file); repeatable. See the README's ConfigMap reference.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
+    /// Largest part, e.g. 900KiB (a ConfigMap holds at most 1 MiB).
+    #[arg(long, value_name = "SIZE", default_value = "900KiB", value_parser = preflight_engine::parse_size)]
+    max_part_size: usize,
 }
 
 #[derive(Debug, Args)]
@@ -229,6 +260,7 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Operator(args) => operator::operator(args).await,
         Command::Version(args) => Ok(version(&args)),
         Command::Test(args) => fixtures::test(args).await,
+        Command::Pack(args) => pack::pack(args),
     };
     result.unwrap_or_else(|problem| {
         eprintln!("error: {problem}");

@@ -20,19 +20,25 @@ fn preflight_within(bound: Duration, args: &[&str]) -> (i32, String) {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Read while it runs: output larger than the pipe's buffer would otherwise block the child.
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut text).unwrap();
+        text
+    });
     let started = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
         if started.elapsed() > bound {
             child.kill().unwrap();
             panic!("preflight {args:?} still running after {bound:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
-    }
-    let output = child.wait_with_output().unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8(output.stdout).unwrap(),
-    )
+    };
+    (status.code().unwrap_or(-1), reader.join().unwrap())
 }
 
 /// Runs `preflight` and returns its exit status and standard output.
@@ -146,16 +152,19 @@ fn cli_inspect_describes_a_check_and_rejects_what_is_not_one() {
     let (status, stdout) = preflight(&["inspect", "-o", "json", check.to_str().unwrap()]);
     assert_eq!(status, 0);
     let json: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(json["world"], "preflight:check/preflight-check@0.1.0");
+    assert_eq!(json["world"], "preflight:check/preflight-check@0.2.0");
     assert_eq!(
         json["exports"],
-        serde_json::json!(["preflight:check/evaluate@0.1.0"])
+        serde_json::json!([
+            "preflight:check/configure@0.2.0",
+            "preflight:check/evaluate@0.2.0"
+        ])
     );
     assert!(
         json["imports"]
             .as_array()
             .unwrap()
-            .contains(&Value::from("preflight:check/log@0.1.0"))
+            .contains(&Value::from("preflight:check/log@0.2.0"))
     );
     assert_eq!(
         json["size"].as_u64().unwrap(),
@@ -170,7 +179,7 @@ fn cli_inspect_describes_a_check_and_rejects_what_is_not_one() {
     assert_eq!(output.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&output.stderr)
-            .contains("does not export preflight:check/evaluate@0.1.0")
+            .contains("does not export preflight:check/evaluate@0.2.0")
     );
 }
 
@@ -291,7 +300,7 @@ fn cli_version_names_the_binary_wasmtime_and_the_contracts() {
     let version: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(version["preflight"], env!("CARGO_PKG_VERSION"));
     assert_eq!(version["wasmtime"], "48.0.8");
-    assert_eq!(version["contracts"], serde_json::json!(["0.1.x"]));
+    assert_eq!(version["contracts"], serde_json::json!(["0.1.x", "0.2.x"]));
 }
 
 #[test]
@@ -407,4 +416,58 @@ fn run_grants_outbound_http_only_with_allow_http_and_prints_outputs_and_refusals
     assert_eq!(status, 0, "{text}");
     assert!(text.contains("output    dependencyKey=K-3"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn pack_writes_one_config_map_or_parts_and_refuses_what_is_not_a_check() {
+    let check = build_check("dependency-ready");
+    let check = check.to_str().unwrap();
+    let documents = |text: &str| -> Vec<Value> {
+        serde_norway::Deserializer::from_str(text)
+            .map(|document| serde::Deserialize::deserialize(document).unwrap())
+            .collect()
+    };
+    let base = [
+        "pack",
+        check,
+        "--name",
+        "deps",
+        "--gates",
+        "App.apps.example.com",
+    ];
+    let (status, one) = preflight(&[&base[..], &["--set", "timeout=500ms"]].concat());
+    assert_eq!(status, 0, "{one}");
+    let one = documents(&one);
+    assert_eq!(one.len(), 1);
+    assert_eq!(
+        one[0]["metadata"]["labels"]["preflight.dev/gates"],
+        "App.apps.example.com"
+    );
+    assert_eq!(one[0]["data"]["timeout"], "500ms");
+    assert_eq!(one[0]["data"]["sha256"].as_str().unwrap().len(), 64);
+    assert!(one[0]["binaryData"]["check.wasm"].is_string());
+
+    let (status, parts) = preflight(&[&base[..], &["--max-part-size", "24KiB"]].concat());
+    assert_eq!(status, 0, "{parts}");
+    let parts = documents(&parts);
+    assert!(parts.len() >= 3, "{}", parts.len());
+    let (check_map, part_maps) = parts.split_last().unwrap();
+    assert_eq!(check_map["data"]["parts"], part_maps.len().to_string());
+    assert!(part_maps.iter().all(|part| part["immutable"] == true));
+
+    let (status, _) = preflight(&[&base[..], &["--max-part-size", "1KiB"]].concat());
+    assert_eq!(status, 2, "too large even in parts");
+
+    let not_a_check = std::env::temp_dir().join(format!("not-a-check-{}.wasm", std::process::id()));
+    std::fs::write(&not_a_check, b"hello").unwrap();
+    let (status, _) = preflight(&[
+        "pack",
+        not_a_check.to_str().unwrap(),
+        "--name",
+        "x",
+        "--gates",
+        "A.b",
+    ]);
+    assert_eq!(status, 1);
+    std::fs::remove_file(&not_a_check).unwrap();
 }

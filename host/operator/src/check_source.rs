@@ -7,6 +7,7 @@
 
 use crate::capabilities::{CapabilitySettings, HttpSettings, LookupSettings};
 use crate::kind::GatedKind;
+use crate::parts::{self, PARTS_KEY};
 use crate::pause::PauseSwitch;
 use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -21,7 +22,7 @@ pub const COMPONENT_KEY: &str = "check.wasm";
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The `data` keys a check ConfigMap may carry; any other key is rejected as a likely typo.
-const DATA_KEYS: [&str; 12] = [
+const DATA_KEYS: [&str; 13] = [
     "gates",
     "versions",
     "order",
@@ -34,11 +35,15 @@ const DATA_KEYS: [&str; 12] = [
     "http",
     "lookups",
     "outputs",
+    "parts",
 ];
 
-/// Reads a check ConfigMap. Every problem is reported at once, so one edit can fix them all.
-pub fn from_config_map(
+/// Reads a check ConfigMap, whose component may come in `parts`: the part ConfigMaps labelled
+/// `preflight.dev/part-of` with its name, as `preflight pack` writes them. Every problem is reported at
+/// once, so one edit can fix them all.
+pub fn from_config_maps(
     config_map: &ConfigMap,
+    parts: &[ConfigMap],
     defaults: &Limits,
 ) -> Result<CheckSource, Rejection> {
     let namespace = config_map.metadata.namespace.as_deref().unwrap_or_default();
@@ -147,9 +152,12 @@ pub fn from_config_map(
     let outputs = text("outputs")
         .and_then(|value| noted(&mut problems, OutputsPlacement::parse(value)))
         .unwrap_or_default();
-    let component = read_component(config_map)
-        .map_err(|problem| problems.push(problem))
-        .ok();
+    let component = match text(PARTS_KEY) {
+        Some(count) => parts::assemble(&name, count, text("sha256"), parts)
+            .and_then(|bytes| decompress(&bytes)),
+        None => read_component(config_map),
+    };
+    let component = component.map_err(|problem| problems.push(problem)).ok();
     if let (Some(component), Some(pinned)) = (&component, text("sha256")) {
         match (Digest::parse(pinned), Digest::of(component)) {
             (None, _) => problems.push(format!("sha256 `{pinned}` is not 64 hexadecimal digits")),
@@ -196,7 +204,8 @@ fn read_component(config_map: &ConfigMap) -> Result<Vec<u8>, String> {
         .as_ref()
         .filter(|entries| !entries.is_empty())
         .ok_or(
-            "it carries no component: put the .wasm in binaryData (kubectl create configmap --from-file=check.wasm)",
+            "it carries no component: put the .wasm in binaryData (kubectl create configmap --from-file=check.wasm), \
+             or ship it in parts with `preflight pack`",
         )?;
     let entry = match entries.get(COMPONENT_KEY) {
         Some(entry) => entry,
@@ -272,13 +281,20 @@ mod tests {
         config_map
     }
 
+    fn from_config_maps_alone(
+        config_map: &ConfigMap,
+        defaults: &Limits,
+    ) -> Result<CheckSource, Rejection> {
+        from_config_maps(config_map, &[], defaults)
+    }
+
     fn rejection(config_map: &ConfigMap) -> Rejection {
-        from_config_map(config_map, &Limits::default()).unwrap_err()
+        from_config_maps_alone(config_map, &Limits::default()).unwrap_err()
     }
 
     #[test]
     fn the_simple_case_is_one_file_and_one_label() {
-        let source = from_config_map(
+        let source = from_config_maps_alone(
             &config_map(
                 &[(GATES_LABEL, "App.apps.example.com")],
                 &[],
@@ -304,7 +320,7 @@ mod tests {
     #[test]
     fn reads_every_setting() {
         let pinned = Digest::of(WASM).to_string();
-        let source = from_config_map(
+        let source = from_config_maps_alone(
             &config_map(
                 &[(GATES_LABEL, "Ignored.by.data")],
                 &[
@@ -341,7 +357,7 @@ mod tests {
         gzip.write_all(WASM).unwrap();
         let gzip = gzip.finish().unwrap();
         for compressed in [zstd, gzip] {
-            let source = from_config_map(
+            let source = from_config_maps_alone(
                 &config_map(
                     &[(GATES_LABEL, "App.example.com")],
                     &[],

@@ -13,10 +13,11 @@ use crate::check_source;
 use crate::events::EventPublisher;
 use crate::lookups::{GrantedLookups, ObjectCaches};
 use crate::metrics::{CheckLabels, KindLabels, Metrics};
+use crate::parts::{PART_OF_LABEL, PARTS_KEY};
 use crate::vocabulary::Rejection;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use preflight_engine::{Engine, Limits};
@@ -75,6 +76,11 @@ impl CheckWatcher {
             progress: Mutex::default(),
             compile_slots: Semaphore::new(PARALLEL_COMPILES),
         });
+        let parts = tokio::spawn(watch_parts(
+            Arc::clone(&loader),
+            selection.namespace.clone(),
+        ));
+        let _parts = AbortOnDrop(parts);
         let mut listed = BTreeSet::new();
         let mut initial = Vec::new();
         while let Some(event) = events.next().await {
@@ -103,6 +109,29 @@ impl CheckWatcher {
 }
 
 impl CheckWatcher {
+    /// The part ConfigMaps of a check shipped in parts (none for a check in one ConfigMap, or when they
+    /// cannot be listed: the check is then rejected for its missing parts, and loaded again when a part
+    /// arrives).
+    async fn parts_of(&self, config_map: &ConfigMap) -> Vec<ConfigMap> {
+        let in_parts = config_map
+            .data
+            .as_ref()
+            .is_some_and(|data| data.contains_key(PARTS_KEY));
+        if !in_parts {
+            return Vec::new();
+        }
+        let namespace = config_map.namespace().unwrap_or_default();
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace);
+        let selector = format!("{PART_OF_LABEL}={}", config_map.name_any());
+        match api.list(&ListParams::default().labels(&selector)).await {
+            Ok(list) => list.items,
+            Err(error) => {
+                error!(check = %check_name(config_map), %error, "listing the check's parts");
+                Vec::new()
+            }
+        }
+    }
+
     /// Grants a compiled check what its ConfigMap says (credentials read from their Secret in the check's
     /// namespace), then has the check validate its configuration; either failing rejects this version.
     async fn prepare(&self, mut check: LoadedCheck) -> Result<LoadedCheck, Rejection> {
@@ -139,6 +168,58 @@ impl CheckWatcher {
     }
 }
 
+/// Loads a check again when one of its parts is created or changed after it (parts are applied before
+/// their check by `preflight pack`'s manifests, but nothing forces that order).
+async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
+    let client = loader.watcher.client.clone();
+    let api: Api<ConfigMap> = match &namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    let config = watcher::Config::default().labels(PART_OF_LABEL);
+    let mut events = watcher(api, config).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        let part = match event {
+            Ok(watcher::Event::Apply(part)) => part,
+            Ok(_) => continue,
+            Err(error) => {
+                error!(%error, "watching check parts");
+                continue;
+            }
+        };
+        let (Some(namespace), Some(check)) =
+            (part.namespace(), part.labels().get(PART_OF_LABEL).cloned())
+        else {
+            continue;
+        };
+        if !loader
+            .watcher
+            .checks
+            .names()
+            .contains(&format!("{namespace}/{check}"))
+        {
+            continue;
+        }
+        match Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+            .get_opt(&check)
+            .await
+        {
+            Ok(Some(config_map)) => drop(loader.apply(config_map)),
+            Ok(None) => {}
+            Err(error) => error!(check = %check, %error, "reading the check of a new part"),
+        }
+    }
+}
+
+/// Aborts a task when dropped: the parts watcher ends with the check watcher.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Compiles and installs versions, newest wins.
 struct Loader {
     watcher: CheckWatcher,
@@ -164,9 +245,10 @@ impl Loader {
             }
             let engine = loader.watcher.engine.clone();
             let defaults = loader.watcher.default_limits;
+            let parts = loader.watcher.parts_of(&config_map).await;
             // Decompressing and compiling are CPU-heavy: off the async workers.
             let loaded = tokio::task::spawn_blocking(move || {
-                let source = check_source::from_config_map(&config_map, &defaults)?;
+                let source = check_source::from_config_maps(&config_map, &parts, &defaults)?;
                 LoadedCheck::load(&engine, source)
             })
             .await

@@ -29,6 +29,7 @@ mod leader;
 mod lookups;
 mod metrics;
 mod outputs;
+mod parts;
 mod pause;
 mod recorded_conditions;
 mod status_writer;
@@ -45,6 +46,10 @@ pub use kind::GatedKind;
 pub use leader::LeaderElection;
 pub use lookups::{GrantedLookups, ObjectCaches};
 pub use outputs::OUTPUTS_ANNOTATION;
+pub use parts::{
+    DEFAULT_PART_BYTES, MAX_PARTS, PART_LABEL, PART_OF_LABEL, PARTS_KEY, Package, VERSION_LABEL,
+    pack,
+};
 pub use pause::{PAUSE_FIELD_MANAGER, PauseSwitch};
 pub use preflight_engine as engine;
 pub use vocabulary::{CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection};

@@ -1,0 +1,52 @@
+//! `preflight pack`: the ConfigMap manifests that ship a check, ready for `kubectl apply -f`.
+
+use super::{EXIT_PROCEED, PackArgs, Problem, input};
+use preflight_engine::{Engine, EngineConfig};
+use std::collections::BTreeMap;
+
+pub fn pack(args: PackArgs) -> Result<u8, Problem> {
+    let component = input::read(&args.check)?;
+    let engine = Engine::new(EngineConfig {
+        max_concurrent_evaluations: 1,
+        ..EngineConfig::default()
+    })
+    .map_err(Problem::Engine)?;
+    engine.load(&component).map_err(Problem::Unusable)?;
+    let mut data = BTreeMap::new();
+    if let Some(path) = &args.config {
+        data.insert(
+            "config".to_owned(),
+            input::parse_document(path)?.to_string(),
+        );
+    }
+    for setting in &args.settings {
+        let (key, value) = setting.split_once('=').ok_or_else(|| {
+            Problem::Input(format!("--set {setting:?}: write KEY=VALUE (or KEY=@FILE)"))
+        })?;
+        let value = match value.strip_prefix('@') {
+            Some(path) => String::from_utf8(input::read(std::path::Path::new(path))?)
+                .map_err(|_| Problem::Input(format!("{path} is not UTF-8 text")))?,
+            None => value.to_owned(),
+        };
+        data.insert(key.to_owned(), value);
+    }
+    let config_maps = preflight_operator::pack(&preflight_operator::Package {
+        component: &component,
+        name: &args.name,
+        namespace: &args.namespace,
+        gates: &args.gates,
+        data,
+        max_part_bytes: args.max_part_size,
+    })
+    .map_err(Problem::Input)?;
+    for config_map in config_maps {
+        let mut document =
+            serde_json::to_value(&config_map).map_err(|error| Problem::Input(error.to_string()))?;
+        document["apiVersion"] = "v1".into();
+        document["kind"] = "ConfigMap".into();
+        let yaml = serde_norway::to_string(&document)
+            .map_err(|error| Problem::Input(error.to_string()))?;
+        print!("---\n{yaml}");
+    }
+    Ok(EXIT_PROCEED)
+}

@@ -1,0 +1,339 @@
+//! Components too large for one ConfigMap (a ConfigMap holds at most 1 MiB; Python and JavaScript checks
+//! are several MB): `preflight pack` splits the zstd-compressed component into immutable part ConfigMaps,
+//! and the operator reassembles and verifies them.
+//!
+//! - A part is a ConfigMap labelled `preflight.dev/part-of: <check ConfigMap name>` and
+//!   `preflight.dev/part: <i>` (1-based), with `data.parts` (how many there are), `data.sha256` (the whole
+//!   component's digest, after decompression) and `binaryData.part` (its slice of the compressed bytes).
+//! - The check ConfigMap carries the settings, `data.parts` and `data.sha256`, and no `binaryData`.
+//! - Only parts whose `sha256` is the check's are used, so parts of two versions never mix; a missing,
+//!   duplicate or inconsistent part is reported by number, and the reassembled bytes must decompress
+//!   (within the cap) to a component with the pinned digest.
+
+use crate::check_source::{COMPONENT_KEY, GATES_LABEL, MAX_COMPONENT_BYTES};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use preflight_engine::Digest;
+use std::collections::BTreeMap;
+
+/// The label naming the check ConfigMap a part belongs to.
+pub const PART_OF_LABEL: &str = "preflight.dev/part-of";
+/// The label holding a part's number, from 1.
+pub const PART_LABEL: &str = "preflight.dev/part";
+/// The label holding the first 16 hexadecimal digits of the component's digest: `kubectl delete configmap
+/// -l 'preflight.dev/part-of=NAME,preflight.dev/version!=NEW'` removes the parts of older versions.
+pub const VERSION_LABEL: &str = "preflight.dev/version";
+/// The data key, on the check and on each part, saying how many parts there are.
+pub const PARTS_KEY: &str = "parts";
+/// The binaryData key of a part's bytes.
+pub const PART_KEY: &str = "part";
+/// Most parts a check may have.
+pub const MAX_PARTS: usize = 64;
+/// Default size of one part's bytes: room under the 1 MiB ConfigMap limit for the rest of the object.
+pub const DEFAULT_PART_BYTES: usize = 900 << 10;
+
+/// Reassembles the compressed component of check `check` from `parts`: the `count` parts whose `sha256`
+/// is `pinned`, in order. The caller decompresses and verifies the digest.
+pub(crate) fn assemble(
+    check: &str,
+    count: &str,
+    pinned: Option<&str>,
+    parts: &[ConfigMap],
+) -> Result<Vec<u8>, String> {
+    let count: usize = count
+        .parse()
+        .ok()
+        .filter(|count| (1..=MAX_PARTS).contains(count))
+        .ok_or_else(|| format!("parts `{count}` is not a number from 1 to {MAX_PARTS}"))?;
+    let pinned = pinned.ok_or(
+        "a check in parts needs data `sha256` (the whole component's digest), so that parts of two \
+         versions are never mixed",
+    )?;
+    let data = |part: &ConfigMap, key: &str| -> Option<String> {
+        part.data
+            .as_ref()?
+            .get(key)
+            .map(|value| value.trim().to_owned())
+    };
+    let (ours, others): (Vec<&ConfigMap>, Vec<&ConfigMap>) = parts
+        .iter()
+        .partition(|part| data(part, "sha256").as_deref() == Some(pinned));
+    let mut bytes = Vec::new();
+    for index in 1..=count {
+        let found: Vec<&&ConfigMap> = ours
+            .iter()
+            .filter(|part| {
+                part.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|labels| labels.get(PART_LABEL))
+                    .is_some_and(|label| label == &index.to_string())
+            })
+            .collect();
+        let part = match found.as_slice() {
+            [part] => part,
+            [] => {
+                let versions: std::collections::BTreeSet<String> = others
+                    .iter()
+                    .filter_map(|part| data(part, "sha256"))
+                    .collect();
+                let mixed = if versions.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (parts of other versions are present: {}; they are not mixed in)",
+                        versions.into_iter().collect::<Vec<_>>().join(", ")
+                    )
+                };
+                return Err(format!(
+                    "part {index} of {count} of {check} (sha256 {pinned}) is missing{mixed}"
+                ));
+            }
+            several => {
+                return Err(format!(
+                    "part {index} of {count} of {check} appears {} times",
+                    several.len()
+                ));
+            }
+        };
+        let name = part.metadata.name.as_deref().unwrap_or_default();
+        if data(part, PARTS_KEY).as_deref() != Some(&count.to_string()) {
+            return Err(format!(
+                "part {index} ({name}) does not say it is one of {count} parts"
+            ));
+        }
+        let slice = part
+            .binary_data
+            .as_ref()
+            .and_then(|binary| binary.get(PART_KEY))
+            .ok_or_else(|| format!("part {index} ({name}) has no binaryData `{PART_KEY}`"))?;
+        bytes.extend_from_slice(&slice.0);
+        if bytes.len() > MAX_COMPONENT_BYTES {
+            return Err(format!(
+                "the parts hold more than {} MiB",
+                MAX_COMPONENT_BYTES >> 20
+            ));
+        }
+    }
+    Ok(bytes)
+}
+
+/// What `preflight pack` is given.
+#[derive(Debug, Clone)]
+pub struct Package<'a> {
+    /// The component (uncompressed).
+    pub component: &'a [u8],
+    /// The check ConfigMap's name.
+    pub name: &'a str,
+    /// Its namespace (the operator's).
+    pub namespace: &'a str,
+    /// The kind it gates, `Kind.group`.
+    pub gates: &'a str,
+    /// Other data keys (`config`, `timeout`, `http`, ...).
+    pub data: BTreeMap<String, String>,
+    /// Largest part, in bytes.
+    pub max_part_bytes: usize,
+}
+
+/// The ConfigMaps that ship `package`: one ConfigMap with the zstd-compressed component when it fits in
+/// `max_part_bytes`, else the parts followed by the check ConfigMap (apply them in this order). The
+/// check ConfigMap pins the component's sha256 either way.
+pub fn pack(package: &Package<'_>) -> Result<Vec<ConfigMap>, String> {
+    if package.component.len() > MAX_COMPONENT_BYTES {
+        return Err(format!(
+            "the component is {} bytes; the operator accepts at most {MAX_COMPONENT_BYTES}",
+            package.component.len()
+        ));
+    }
+    let compressed = zstd::encode_all(package.component, 19)
+        .map_err(|error| format!("compressing the component: {error}"))?;
+    let digest = Digest::of(package.component).to_string();
+    let part_bytes = package.max_part_bytes.max(1);
+    let count = compressed.len().div_ceil(part_bytes);
+    if count > MAX_PARTS {
+        return Err(format!(
+            "the component is {} bytes, {} compressed: more than {MAX_PARTS} parts of {part_bytes} bytes \
+             ({} bytes at most)",
+            package.component.len(),
+            compressed.len(),
+            MAX_PARTS * part_bytes
+        ));
+    }
+    let config_map =
+        |name: String, labels: BTreeMap<String, String>, data: BTreeMap<String, String>| {
+            let mut config_map = ConfigMap::default();
+            config_map.metadata.name = Some(name);
+            config_map.metadata.namespace = Some(package.namespace.to_owned());
+            config_map.metadata.labels = Some(labels);
+            config_map.data = Some(data);
+            config_map
+        };
+    let mut main_data = package.data.clone();
+    main_data.insert("sha256".to_owned(), digest.clone());
+    let gates = BTreeMap::from([(GATES_LABEL.to_owned(), package.gates.to_owned())]);
+    if count == 1 {
+        let mut main = config_map(package.name.to_owned(), gates, main_data);
+        main.binary_data = Some(BTreeMap::from([(
+            COMPONENT_KEY.to_owned(),
+            ByteString(compressed),
+        )]));
+        return Ok(vec![main]);
+    }
+    let version = digest[..16].to_owned();
+    let mut config_maps: Vec<ConfigMap> = compressed
+        .chunks(part_bytes)
+        .enumerate()
+        .map(|(i, slice)| {
+            let index = (i + 1).to_string();
+            let labels = BTreeMap::from([
+                (PART_OF_LABEL.to_owned(), package.name.to_owned()),
+                (PART_LABEL.to_owned(), index.clone()),
+                (VERSION_LABEL.to_owned(), version.clone()),
+            ]);
+            let data = BTreeMap::from([
+                (PARTS_KEY.to_owned(), count.to_string()),
+                ("sha256".to_owned(), digest.clone()),
+            ]);
+            let mut part = config_map(format!("{}-{version}-{index}", package.name), labels, data);
+            part.immutable = Some(true);
+            part.binary_data = Some(BTreeMap::from([(
+                PART_KEY.to_owned(),
+                ByteString(slice.to_vec()),
+            )]));
+            part
+        })
+        .collect();
+    main_data.insert(PARTS_KEY.to_owned(), count.to_string());
+    config_maps.push(config_map(package.name.to_owned(), gates, main_data));
+    Ok(config_maps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check_source::from_config_maps;
+    use preflight_engine::Limits;
+
+    /// Bytes that compress poorly, so that parts are needed.
+    fn component(len: usize) -> Vec<u8> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
+        bytes.extend((0..len).map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        }));
+        bytes
+    }
+
+    fn package(component: &[u8], max_part_bytes: usize) -> Vec<ConfigMap> {
+        pack(&Package {
+            component,
+            name: "deps",
+            namespace: "preflight-system",
+            gates: "App.apps.example.com",
+            data: BTreeMap::from([("config".to_owned(), "{}".to_owned())]),
+            max_part_bytes,
+        })
+        .unwrap()
+    }
+
+    fn read(config_maps: &[ConfigMap]) -> Result<Vec<u8>, String> {
+        let (main, parts) = config_maps.split_last().unwrap();
+        from_config_maps(main, parts, &Limits::default())
+            .map(|source| source.component)
+            .map_err(|rejection| rejection.problem)
+    }
+
+    #[test]
+    fn a_small_component_is_one_config_map_and_a_large_one_parts_that_reassemble() {
+        let small = component(1000);
+        let single = package(&small, 900 << 10);
+        assert_eq!(single.len(), 1);
+        assert_eq!(read(&single).unwrap(), small);
+
+        let large = component(50_000);
+        let parts = package(&large, 16_000);
+        assert_eq!(parts.len(), 5, "four parts and the check");
+        assert!(parts[..4].iter().all(|part| part.immutable == Some(true)));
+        assert_eq!(read(&parts).unwrap(), large);
+    }
+
+    #[test]
+    fn broken_parts_are_rejected_by_number_and_never_mixed() {
+        let large = component(50_000);
+        let parts = package(&large, 16_000);
+        let problem = |parts: &[ConfigMap]| read(parts).unwrap_err();
+
+        let mut missing = parts.clone();
+        missing.remove(1);
+        assert!(
+            problem(&missing).contains("part 2 of 4"),
+            "{}",
+            problem(&missing)
+        );
+
+        let mut corrupted = parts.clone();
+        corrupted[2]
+            .binary_data
+            .as_mut()
+            .unwrap()
+            .get_mut(PART_KEY)
+            .unwrap()
+            .0[100] ^= 0xff;
+        let corrupt = problem(&corrupted);
+        assert!(
+            corrupt.contains("cannot decompress") || corrupt.contains("sha256"),
+            "{corrupt}"
+        );
+
+        let other = package(&component(50_001), 16_000);
+        let mut mixed = parts.clone();
+        mixed[1] = other[1].clone();
+        let mixing = problem(&mixed);
+        assert!(
+            mixing.contains("part 2 of 4") && mixing.contains("other versions"),
+            "{mixing}"
+        );
+
+        let mut wrong_pin = parts.clone();
+        let main = wrong_pin.last_mut().unwrap();
+        main.data
+            .as_mut()
+            .unwrap()
+            .insert("sha256".into(), Digest::of(b"x").to_string());
+        assert!(
+            problem(&wrong_pin).contains("missing"),
+            "{}",
+            problem(&wrong_pin)
+        );
+
+        let mut duplicate = parts.clone();
+        let mut copy = parts[0].clone();
+        copy.metadata.name = Some("deps-copy".into());
+        duplicate.insert(0, copy);
+        assert!(
+            problem(&duplicate).contains("appears 2 times"),
+            "{}",
+            problem(&duplicate)
+        );
+    }
+
+    #[test]
+    fn a_component_too_large_even_in_parts_names_its_size_and_the_limit() {
+        let error = pack(&Package {
+            component: &component(200_000),
+            name: "big",
+            namespace: "ns",
+            gates: "A.b",
+            data: BTreeMap::new(),
+            max_part_bytes: 1000,
+        })
+        .unwrap_err();
+        assert!(
+            error.contains("more than 64 parts of 1000 bytes"),
+            "{error}"
+        );
+    }
+}
