@@ -25,6 +25,8 @@ use wasmtime::{
     UpdateDeadline,
 };
 
+/// Most core module instances one check may have.
+const MAX_CORE_INSTANCES_PER_CHECK: u32 = 64;
 /// Longest condition reason Kubernetes accepts.
 const MAX_REASON_LEN: usize = 1024;
 /// Most outputs one result may carry.
@@ -91,8 +93,10 @@ impl Engine {
         let slots = config.max_concurrent_evaluations.max(1);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(slots)
-            .total_core_instances(slots * 8)
-            .max_core_instances_per_component(16)
+            // A Rust check has 3 core instances; componentize-py's output has 38 (CPython, its libc, the
+            // WASI stubs and the adapters between them), so a pool sized for one evaluation still runs one.
+            .total_core_instances((slots * 8).max(MAX_CORE_INSTANCES_PER_CHECK))
+            .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_CHECK)
             .total_memories(slots * config.memories_per_evaluation.max(1))
             .total_tables(slots * 4)
             .total_stacks(slots)

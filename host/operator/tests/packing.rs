@@ -129,3 +129,83 @@ async fn a_check_in_parts_gates_and_a_missing_part_keeps_the_last_good_version()
     operator.stop().await;
     s.remove().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_check_in_parts_gates_exactly_like_the_rust_one() {
+    let mut s = Scenario::new("pyparts", "Pipeline", "dependency-ready").await;
+    s.patience = Duration::from_secs(90);
+    let python = std::fs::read(preflight_test_support::build_python_check(
+        "dependency-ready",
+    ))
+    .unwrap();
+    let config =
+        r#"{"available": ["postgres-main"], "retryAfterSeconds": 600, "jitterPercent": 10}"#;
+    let data = BTreeMap::from([
+        ("config".to_owned(), config.to_owned()),
+        ("timeout".to_owned(), "5s".to_owned()),
+    ]);
+    let shipped = |name: &str, component: &[u8]| {
+        pack(&Package {
+            component,
+            name,
+            namespace: &s.namespace,
+            gates: &s.kind.gates(),
+            data: data.clone(),
+            max_part_bytes: preflight_operator::DEFAULT_PART_BYTES,
+        })
+        .unwrap()
+    };
+    let python_maps = shipped("deps-python", &python);
+    assert!(
+        python_maps.len() > 2,
+        "a Python check needs parts: {}",
+        python_maps.len()
+    );
+    for config_map in &python_maps {
+        apply(&s.client, &s.namespace, config_map).await;
+    }
+    create_object(
+        &s.client,
+        &s.kind,
+        &s.namespace,
+        "waits",
+        json!({"dependsOn": ["redis"]}),
+        &[],
+    )
+    .await;
+    create_object(
+        &s.client,
+        &s.kind,
+        &s.namespace,
+        "ready",
+        json!({"dependsOn": ["postgres-main"]}),
+        &[],
+    )
+    .await;
+    let patient = &s;
+    let operator = patient.operator().await;
+    let python_waits = patient.wait("waits", "False", "DependencyMissing").await;
+    patient.wait("ready", "True", "DependenciesAvailable").await;
+
+    // The Rust build in its place says the same.
+    Api::<ConfigMap>::namespaced(patient.client.clone(), &patient.namespace)
+        .delete("deps-python", &Default::default())
+        .await
+        .unwrap();
+    for config_map in shipped("deps-rust", &patient.wasm) {
+        apply(&patient.client, &patient.namespace, &config_map).await;
+    }
+    let rust_waits = eventually("the Rust check's condition", SOON, || async {
+        condition(&patient.client, &patient.kind, &patient.namespace, "waits")
+            .await
+            .filter(|condition| condition.message.starts_with("deps-rust"))
+    })
+    .await;
+    assert_eq!(
+        python_waits.message.replacen("deps-python", "deps-rust", 1),
+        rust_waits.message
+    );
+    assert_eq!(python_waits.reason, rust_waits.reason);
+    operator.stop().await;
+    s.remove().await;
+}

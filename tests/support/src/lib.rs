@@ -85,6 +85,88 @@ pub fn build_check(package: &str) -> PathBuf {
     path
 }
 
+/// Builds the Python check `plugins/<example>/python/app.py` with the Python SDK (guest-sdk/python) and the
+/// componentize-py that `scripts/setup` installs (`$PREFLIGHT_CACHE/python/venv`), once per test process;
+/// returns the component's path. Panics with componentize-py's output when the build fails.
+pub fn build_python_check(example: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(path) = built.get(example) {
+        return path.clone();
+    }
+    let root = workspace_root();
+    let cache = std::env::var_os("PREFLIGHT_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/preflight"))
+        })
+        .expect("PREFLIGHT_CACHE or HOME is set");
+    let componentize_py = cache.join("python/venv/bin/componentize-py");
+    let output_dir = wasm_target_dir().join("python");
+    std::fs::create_dir_all(&output_dir).expect("the output directory can be created");
+    let path = output_dir.join(format!("{}.wasm", example.replace('-', "_")));
+    // A scratch copy of the sources, so that Python's bytecode caches never land in the repository.
+    let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    copy_tree(
+        &root.join("plugins").join(example).join("python"),
+        &scratch.join("app"),
+    );
+    copy_tree(&root.join("guest-sdk/python"), &scratch.join("sdk"));
+    let output = Command::new("timeout")
+        .arg("600")
+        .arg(&componentize_py)
+        .arg("-d")
+        .arg(root.join("wit/v0.2"))
+        .args([
+            "-w",
+            "preflight-check-with-config",
+            "componentize",
+            "--stub-wasi",
+        ])
+        .arg("-p")
+        .arg(scratch.join("app"))
+        .arg("-p")
+        .arg(scratch.join("sdk"))
+        .arg("app")
+        .arg("-o")
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot run {} (scripts/setup installs it): {error}",
+                componentize_py.display()
+            )
+        });
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(
+        output.status.success(),
+        "building the Python {example} check failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    built.insert(example.to_owned(), path.clone());
+    path
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("the scratch directory can be created");
+    for entry in std::fs::read_dir(from).expect("the source directory is readable") {
+        let entry = entry.expect("a directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            if entry.file_name() != "__pycache__" {
+                copy_tree(&entry.path(), &target);
+            }
+        } else {
+            std::fs::copy(entry.path(), &target).expect("the file can be copied");
+        }
+    }
+}
+
 /// The bytes of [`build_check`]'s component.
 pub fn check_bytes(package: &str) -> Vec<u8> {
     std::fs::read(build_check(package)).expect("the built component is readable")

@@ -100,6 +100,12 @@ pub fn request(
 }
 
 /// An engine for `max_concurrent_evaluations` whose memory ceiling admits `memory_limit`.
+/// Loads `bytes` as a check in a one-slot engine: refuses, with the engine's message, what this host
+/// cannot run.
+pub fn load_check(bytes: &[u8]) -> Result<std::sync::Arc<preflight_engine::Check>, Problem> {
+    engine(1, 0)?.load(bytes).map_err(Problem::Unusable)
+}
+
 pub fn engine(max_concurrent_evaluations: u32, memory_limit: usize) -> Result<Engine, Problem> {
     let defaults = EngineConfig::default();
     Engine::new(EngineConfig {

@@ -1,17 +1,10 @@
 //! `preflight inspect`: what a component is, and whether this host can run it as a check.
 
 use super::{EXIT_PROCEED, Format, InspectArgs, Problem, input};
-use preflight_engine::{Engine, EngineConfig};
 use serde_json::json;
 
 pub fn inspect(args: InspectArgs) -> Result<u8, Problem> {
-    let bytes = input::read(&args.check)?;
-    let engine = Engine::new(EngineConfig {
-        max_concurrent_evaluations: 1,
-        ..EngineConfig::default()
-    })
-    .map_err(Problem::Engine)?;
-    let check = engine.load(&bytes).map_err(Problem::Unusable)?;
+    let check = input::load_check(&input::read(&args.check)?)?;
     let info = check.info();
     match args.output {
         Format::Json => println!(

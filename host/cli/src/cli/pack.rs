@@ -1,17 +1,11 @@
 //! `preflight pack`: the ConfigMap manifests that ship a check, ready for `kubectl apply -f`.
 
 use super::{EXIT_PROCEED, PackArgs, Problem, input};
-use preflight_engine::{Engine, EngineConfig};
 use std::collections::BTreeMap;
 
 pub fn pack(args: PackArgs) -> Result<u8, Problem> {
     let component = input::read(&args.check)?;
-    let engine = Engine::new(EngineConfig {
-        max_concurrent_evaluations: 1,
-        ..EngineConfig::default()
-    })
-    .map_err(Problem::Engine)?;
-    engine.load(&component).map_err(Problem::Unusable)?;
+    input::load_check(&component)?;
     let mut data = BTreeMap::new();
     if let Some(path) = &args.config {
         data.insert(

@@ -1,0 +1,179 @@
+"""Write a preflight check in Python: a function from a `Request` to an `Outcome`.
+
+    import preflight
+
+    def check(request):
+        missing = [d for d in request.object["spec"].get("dependsOn", [])
+                   if d not in request.config.get("available", [])]
+        if missing:
+            return preflight.Outcome.requeue_after(600).because(
+                "DependencyMissing", "waiting for " + ", ".join(missing))
+        return preflight.Outcome.proceed()
+
+    Evaluate, Configure = preflight.exports(check)
+
+Build with `componentize-py -d wit/v0.2 -w preflight-check-with-config componentize --stub-wasi app -o check.wasm`
+(`preflight scaffold --lang python` writes a project that does it). The idioms are the Rust SDK's:
+proceed / requeue after / block / error, with a reason and a message, outputs, logging. An exception raised
+by the check becomes an error outcome (the host backs off and retries), `InvalidObject` with that reason.
+"""
+
+import datetime
+import json
+
+from componentize_py_types import Err
+from wit_world import exports as _wit_exports
+from wit_world.imports import log as _log
+from wit_world.imports.types import Output, PreflightResult
+
+__all__ = [
+    "Outcome", "Request", "Target", "InvalidObject", "exports", "with_jitter",
+    "trace", "debug", "info", "warn", "error",
+]
+
+
+class InvalidObject(Exception):
+    """Raise when the object does not have the shape the check needs: an error outcome, reason InvalidObject."""
+
+
+class Target:
+    """Which object is being checked."""
+
+    def __init__(self, target):
+        self.group = target.group
+        self.version = target.version
+        self.kind = target.kind
+        self.namespace = target.namespace
+        self.name = target.name
+
+
+class Request:
+    """What a check is given: the object and its configuration as dicts, the object's identity, the time."""
+
+    def __init__(self, request, config):
+        self.raw_object = request.object
+        self.object = json.loads(request.object)
+        self.config = config
+        self.target = Target(request.target)
+        self.now = datetime.datetime.fromtimestamp(
+            request.now.seconds + request.now.nanoseconds / 1e9, tz=datetime.timezone.utc)
+
+
+class Outcome:
+    """The decision of a check."""
+
+    def __init__(self, proceed, requeue_after=None, error=None):
+        self._proceed = proceed
+        self._requeue_after = requeue_after
+        self._error = error
+        self._reason = ""
+        self._message = ""
+        self._outputs = {}
+
+    @staticmethod
+    def proceed():
+        """The object may be reconciled now."""
+        return Outcome(True)
+
+    @staticmethod
+    def requeue_after(seconds):
+        """Do not reconcile now; evaluate again after `seconds`."""
+        return Outcome(False, requeue_after=seconds)
+
+    @staticmethod
+    def block():
+        """Do not reconcile; evaluate again when the object or the check changes."""
+        return Outcome(False)
+
+    @staticmethod
+    def error(message):
+        """The check could not decide; the host retries with backoff."""
+        return Outcome(False, error=str(message))
+
+    def because(self, reason, message=""):
+        """Sets the condition's reason (UpperCamelCase) and message."""
+        self._reason = reason
+        self._message = message
+        return self
+
+    def recheck_after(self, seconds):
+        """For a proceeding outcome: evaluate again after `seconds` even if nothing changes."""
+        self._requeue_after = seconds
+        return self
+
+    def output(self, key, value):
+        """Records `key` = `value` on the object (by default in its preflight.dev/outputs annotation)."""
+        self._outputs.pop(key, None)
+        self._outputs[key] = str(value)
+        return self
+
+    def _result(self):
+        delay = None
+        if self._requeue_after is not None:
+            delay = min(max(int(-(-self._requeue_after * 1000 // 1)), 0), 2**32 - 1)
+        return PreflightResult(
+            proceed=self._proceed, requeue_after_ms=delay, error=self._error,
+            reason=self._reason, message=self._message,
+            outputs=[Output(key=key, value=value) for key, value in self._outputs.items()])
+
+
+def _config(raw):
+    config = json.loads(raw) if raw.strip() else {}
+    if not isinstance(config, dict):
+        raise ValueError("the configuration must be a mapping")
+    return config
+
+
+def exports(check, validate=None):
+    """The `Evaluate` and `Configure` classes componentize-py exports, for `check` and an optional
+    `validate(config)` that raises (any exception) to refuse a configuration at load."""
+
+    class Evaluate(_wit_exports.Evaluate):
+        def check(self, request):
+            try:
+                config = _config(request.config)
+            except ValueError as problem:
+                return Outcome.error(f"invalid check configuration: {problem}").because("InvalidConfig")._result()
+            try:
+                outcome = check(Request(request, config))
+            except InvalidObject as problem:
+                outcome = Outcome.error(str(problem)).because("InvalidObject")
+            except Exception as problem:  # noqa: BLE001 - a check's exception is its error outcome
+                outcome = Outcome.error(f"{type(problem).__name__}: {problem}")
+            return outcome._result()
+
+    class Configure(_wit_exports.Configure):
+        def validate_config(self, config):
+            try:
+                parsed = _config(config)
+                if validate is not None:
+                    validate(parsed)
+            except Exception as problem:  # noqa: BLE001 - any refusal is reported to the administrator
+                raise Err(str(problem)) from None
+
+    return Evaluate, Configure
+
+
+def with_jitter(seconds, percent, target):
+    """`seconds` plus up to `percent`% of it, chosen by a hash of the object's namespace and name (the same
+    rule as the Rust SDK's `with_jitter`, FNV-1a): objects spread their retries, each keeps its schedule."""
+    spread_ms = int(seconds * 1000) * min(percent, 100) // 100
+    if spread_ms == 0:
+        return seconds
+    digest = 0xCBF29CE484222325
+    for byte in f"{target.namespace or ''}/{target.name}".encode():
+        digest = ((digest ^ byte) * 0x100000001B3) % 2**64
+    return seconds + (digest % spread_ms) / 1000
+
+
+def _logger(level):
+    def emit(message):
+        _log.log(level, str(message))
+    return emit
+
+
+trace = _logger(_log.Level.TRACE)
+debug = _logger(_log.Level.DEBUG)
+info = _logger(_log.Level.INFO)
+warn = _logger(_log.Level.WARN)
+error = _logger(_log.Level.ERROR)
