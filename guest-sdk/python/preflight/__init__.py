@@ -12,8 +12,7 @@
 
     Evaluate, Configure = preflight.exports(check)
 
-Build with `componentize-py -d wit/v0.2 -w preflight-check-with-config componentize --stub-wasi app -o check.wasm`
-(`preflight scaffold --lang python` writes a project that does it). The idioms are the Rust SDK's:
+Build with componentize-py for the world in guest-sdk/python/wit (see guest-sdk/python/README.md). The idioms are the Rust SDK's:
 proceed / requeue after / block / error, with a reason and a message, outputs, logging. An exception raised
 by the check becomes an error outcome (the host backs off and retries), `InvalidObject` with that reason.
 """
@@ -24,10 +23,12 @@ import json
 from componentize_py_types import Err
 from wit_world import exports as _wit_exports
 from wit_world.imports import log as _log
-from wit_world.imports.types import Output, PreflightResult
+from wit_world.imports.preflight_check_types import Output, PreflightResult
+
+from . import http
 
 __all__ = [
-    "Outcome", "Request", "Target", "InvalidObject", "exports", "with_jitter",
+    "Outcome", "Request", "Target", "InvalidObject", "exports", "with_jitter", "http",
     "trace", "debug", "info", "warn", "error",
 ]
 

@@ -5,6 +5,7 @@
 
 use preflight_test_support::{build_check, build_python_check, fixture, workspace_root};
 use serde_json::Value;
+use std::path::Path;
 use std::process::Command;
 
 /// Every build of plugins/dependency-ready: language and component.
@@ -24,6 +25,31 @@ fn preflight(args: &[&str]) -> (i32, String) {
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),
     )
+}
+
+/// `preflight run -o json` of `check` on `object` with `config` and `extra` arguments, without the fields
+/// that differ between builds of the same check (timing, digest, log lines).
+fn run(check: &Path, object: &Path, config: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "run",
+        "-o",
+        "json",
+        "--timeout",
+        "10s",
+        "--check",
+        check.to_str().unwrap(),
+        "--object",
+        object.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let (_, json) = preflight(&args);
+    let mut answer: Value = serde_json::from_str(&json).unwrap();
+    for varying in ["durationUs", "sha256", "logs", "logsDropped"] {
+        answer.as_object_mut().unwrap().remove(varying);
+    }
+    answer
 }
 
 #[test]
@@ -58,26 +84,8 @@ fn every_language_answers_each_object_the_same() {
         let answers: Vec<(String, Value)> = builds()
             .into_iter()
             .map(|(language, check)| {
-                let (_, json) = preflight(&[
-                    "run",
-                    "-o",
-                    "json",
-                    "--timeout",
-                    "10s",
-                    "--now",
-                    "2026-12-05T12:00:00Z",
-                    "--check",
-                    check.to_str().unwrap(),
-                    "--object",
-                    object.to_str().unwrap(),
-                    "--config",
-                    config.to_str().unwrap(),
-                ]);
-                let mut answer: Value = serde_json::from_str(&json).unwrap();
+                let mut answer = run(&check, &object, &config, &["--now", "2026-12-05T12:00:00Z"]);
                 let answer = answer.as_object_mut().unwrap();
-                for varying in ["durationUs", "sha256", "logs", "logsDropped"] {
-                    answer.remove(varying);
-                }
                 // An error's wording is the language's own (its JSON decoder's); kind and reason must agree.
                 if let Some(error) = answer.get_mut("error").and_then(Value::as_object_mut) {
                     error.remove("message");
@@ -99,4 +107,61 @@ fn every_language_answers_each_object_the_same() {
     }
     eprintln!("{}", table.join("\n"));
     std::fs::remove_file(&config).unwrap();
+}
+
+#[test]
+fn every_language_reaches_out_the_same_way_under_the_same_grant() {
+    let server = preflight_test_support::LoopbackServer::start(|path| match path {
+        "/dependencies/db" => preflight_test_support::Reply::new(200, r#"{"key":"K-1"}"#),
+        _ => preflight_test_support::Reply::new(404, "no such dependency"),
+    });
+    let dir = std::env::temp_dir().join(format!("languages-http-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        format!(r#"{{"endpoint": "{}/dependencies/"}}"#, server.url()),
+    )
+    .unwrap();
+    let builds = [
+        ("rust", build_check("external-dependency")),
+        ("python", build_python_check("external-dependency")),
+    ];
+    for dependency in ["db", "queue"] {
+        let object = dir.join(format!("{dependency}.yaml"));
+        std::fs::write(
+            &object,
+            format!("apiVersion: example.com/v1\nkind: App\nmetadata: {{name: a, namespace: d}}\nspec: {{dependency: {dependency}}}\n"),
+        )
+        .unwrap();
+        let answers: Vec<Value> = builds
+            .iter()
+            .map(|(language, check)| {
+                let ungranted = run(check, &object, &config, &[]);
+                assert_eq!(
+                    ungranted["error"]["kind"], "check",
+                    "{language}: {ungranted}"
+                );
+                assert!(
+                    ungranted["refused"][0]
+                        .as_str()
+                        .unwrap()
+                        .contains("not granted"),
+                    "{language}: {ungranted}"
+                );
+                run(check, &object, &config, &["--allow-http", &server.url()])
+            })
+            .collect();
+        assert_eq!(
+            answers[0], answers[1],
+            "{dependency}: rust and python disagree"
+        );
+        eprintln!("{dependency}: {}", answers[0]);
+    }
+    assert_eq!(
+        server.request_count(),
+        4,
+        "each build sent one request per object, and none without the grant"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

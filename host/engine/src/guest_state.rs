@@ -123,11 +123,6 @@ impl GuestState {
         }
     }
 
-    /// The store's resource table, without building the WASI context (`wasi:io` needs only the table).
-    pub fn table(&mut self) -> &mut ResourceTable {
-        &mut self.table
-    }
-
     /// What the host refused the check or could not complete for it, in order.
     pub fn take_refusals(&self) -> Vec<String> {
         std::mem::take(&mut *self.refusals.lock().unwrap_or_else(PoisonError::into_inner))
@@ -297,9 +292,9 @@ impl WasiHttpView for GuestState {
 }
 
 impl WasiView for GuestState {
-    /// The context is locked down: no preopens, no environment, no arguments, closed stdin, discarded
-    /// stdout, stderr kept only in a small tail (quoted when the check traps), sockets that deny every
-    /// address (and are not linked anyway), and a wall clock stopped at the request's time.
+    /// The context is locked down: no preopened directory, no environment, no arguments, closed stdin,
+    /// discarded stdout, stderr kept only in a small tail (quoted when the check traps), no TCP, UDP or
+    /// name lookup and every socket address denied, and a wall clock stopped at the request's time.
     fn ctx(&mut self) -> WasiCtxView<'_> {
         let (now, stderr) = (self.now, &self.stderr);
         WasiCtxView {
@@ -307,6 +302,9 @@ impl WasiView for GuestState {
                 WasiCtx::builder()
                     .wall_clock(StoppedWallClock(now))
                     .stderr(stderr.clone())
+                    .allow_tcp(false)
+                    .allow_udp(false)
+                    .allow_ip_name_lookup(false)
                     .build()
             }),
             table: &mut self.table,

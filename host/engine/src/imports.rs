@@ -3,20 +3,15 @@
 //! A check gets `preflight:check/log`, and a locked-down WASI subset so that ordinary toolchains work:
 //! `wasi:io`, `wasi:clocks`, `wasi:random` and `wasi:cli` with an empty environment, no arguments, a closed
 //! stdin and stdout/stderr that are discarded (log through `preflight:check/log` instead). A 0.2 check may
-//! also import `preflight:check/cluster` and `wasi:http` (types and outgoing-handler): both are linked for
-//! every check, and both refuse every call that the check's grants do not allow. A check never gets
-//! `wasi:filesystem` or `wasi:sockets`: no ambient authority.
+//! also import `preflight:check/cluster` and `wasi:http` (types and outgoing-handler), which refuse every
+//! call the check's grants do not allow, and `wasi:filesystem` and `wasi:sockets`, which language runtimes
+//! import whatever the check does and which grant nothing: no preopened directory, no network. A 0.1
+//! check is refused all four, as it always was. No ambient authority either way.
 
 use crate::bindings::{v0_1, v0_2};
 use crate::guest_state::GuestState;
 use crate::validate::{minor, same_minor};
-use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable};
-use wasmtime_wasi::WasiView;
-use wasmtime_wasi::cli::{WasiCli, WasiCliView};
-use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
-use wasmtime_wasi::p2::bindings::{cli, clocks, random};
-use wasmtime_wasi::random::WasiRandom;
-use wasmtime_wasi_io::bindings::wasi::io;
+use wasmtime::component::{HasSelf, Linker};
 
 /// Interfaces of contract 0.1 the host provides, at any `0.1.x`.
 const PREFLIGHT_INTERFACES_0_1: [&str; 2] = ["preflight:check/log", "preflight:check/types"];
@@ -26,8 +21,23 @@ const PREFLIGHT_INTERFACES_0_2: [&str; 3] = [
     "preflight:check/types",
     "preflight:check/cluster",
 ];
-/// The `wasi:http` interfaces a 0.2 check may import (at any `0.2.x`), for outbound requests only.
-const WASI_HTTP_INTERFACES: [&str; 2] = ["wasi:http/types", "wasi:http/outgoing-handler"];
+/// What a 0.2 check may import beyond the WASI a 0.1 check gets (at any `0.2.x`): `wasi:http` for outbound
+/// requests (the send hook enforces the grants), and the filesystem and sockets interfaces that language
+/// runtimes (CPython, SpiderMonkey, Go) import whether or not a check uses them: linked, but with no
+/// preopened directory and every socket address, name lookup, TCP and UDP use denied.
+const WASI_0_2_ONLY_INTERFACES: [&str; 11] = [
+    "wasi:http/types",
+    "wasi:http/outgoing-handler",
+    "wasi:filesystem/types",
+    "wasi:filesystem/preopens",
+    "wasi:sockets/network",
+    "wasi:sockets/instance-network",
+    "wasi:sockets/tcp",
+    "wasi:sockets/tcp-create-socket",
+    "wasi:sockets/udp",
+    "wasi:sockets/udp-create-socket",
+    "wasi:sockets/ip-name-lookup",
+];
 /// The WASI interfaces the host provides, at any `0.2.x`.
 const WASI_INTERFACES: [&str; 18] = [
     "wasi:io/error",
@@ -51,43 +61,19 @@ const WASI_INTERFACES: [&str; 18] = [
 ];
 const WASI_VERSION: &str = "0.2";
 
-/// Adds everything a check may import to `linker`.
+/// Adds everything a check may import to `linker`: both contract versions, all of WASI 0.2 (whose context
+/// grants nothing: see [`crate::guest_state`]), and `wasi:http` (whose send hook enforces the grants).
 pub(crate) fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     v0_1::PreflightCheck::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |state| state)?;
     v0_2::PreflightCheck::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |state| state)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
-    let l = linker;
-    io::error::add_to_linker::<GuestState, ResourceTableOf>(l, GuestState::table)?;
-    io::poll::add_to_linker::<GuestState, ResourceTableOf>(l, GuestState::table)?;
-    io::streams::add_to_linker::<GuestState, ResourceTableOf>(l, GuestState::table)?;
-    clocks::wall_clock::add_to_linker::<GuestState, WasiClocks>(l, GuestState::clocks)?;
-    clocks::monotonic_clock::add_to_linker::<GuestState, WasiClocks>(l, GuestState::clocks)?;
-    random::random::add_to_linker::<GuestState, WasiRandom>(l, |s| s.ctx().ctx.random())?;
-    random::insecure::add_to_linker::<GuestState, WasiRandom>(l, |s| s.ctx().ctx.random())?;
-    random::insecure_seed::add_to_linker::<GuestState, WasiRandom>(l, |s| s.ctx().ctx.random())?;
-    cli::exit::add_to_linker::<GuestState, WasiCli>(l, GuestState::cli)?;
-    cli::environment::add_to_linker::<GuestState, WasiCli>(l, GuestState::cli)?;
-    cli::stdin::add_to_linker::<GuestState, WasiCli>(l, GuestState::cli)?;
-    cli::stdout::add_to_linker::<GuestState, WasiCli>(l, GuestState::cli)?;
-    cli::stderr::add_to_linker::<GuestState, WasiCli>(l, GuestState::cli)?;
-    cli::terminal_input::add_to_linker::<GuestState, WasiCli>(l, GuestState::cli)?;
-    cli::terminal_output::add_to_linker::<GuestState, WasiCli>(l, GuestState::cli)?;
-    cli::terminal_stdin::add_to_linker::<GuestState, WasiCli>(l, GuestState::cli)?;
-    cli::terminal_stdout::add_to_linker::<GuestState, WasiCli>(l, GuestState::cli)?;
-    cli::terminal_stderr::add_to_linker::<GuestState, WasiCli>(l, GuestState::cli)?;
-    Ok(())
-}
-
-/// `wasi:io` host functions work on the store's resource table.
-struct ResourceTableOf;
-
-impl HasData for ResourceTableOf {
-    type Data<'a> = &'a mut ResourceTable;
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
 }
 
 /// Whether the host provides `import` (`namespace:package/interface@version`) at a semver-compatible
 /// version to a check of contract version `contract` (`0.1.0`, `0.2.3`): a check uses the preflight
-/// interfaces of its own contract version, and only a 0.2 check gets `wasi:http`.
+/// interfaces of its own contract version, and only a 0.2 check gets `wasi:http` and the (empty)
+/// filesystem and sockets interfaces.
 pub(crate) fn is_provided(import: &str, contract: &str) -> bool {
     let (interface, version) = import.split_once('@').unwrap_or((import, ""));
     let preflight: &[&str] = if same_minor(contract, v0_1::CONTRACT_VERSION) {
@@ -95,10 +81,11 @@ pub(crate) fn is_provided(import: &str, contract: &str) -> bool {
     } else {
         &PREFLIGHT_INTERFACES_0_2
     };
-    let wasi_http =
-        same_minor(contract, v0_2::CONTRACT_VERSION) && WASI_HTTP_INTERFACES.contains(&interface);
+    let wasi_0_2_only = same_minor(contract, v0_2::CONTRACT_VERSION)
+        && WASI_0_2_ONLY_INTERFACES.contains(&interface);
     (preflight.contains(&interface) && same_minor(version, contract))
-        || ((WASI_INTERFACES.contains(&interface) || wasi_http) && minor(version) == WASI_VERSION)
+        || ((WASI_INTERFACES.contains(&interface) || wasi_0_2_only)
+            && minor(version) == WASI_VERSION)
 }
 
 #[cfg(test)]
@@ -122,7 +109,7 @@ mod tests {
     }
 
     #[test]
-    fn a_0_2_check_may_import_lookups_and_outbound_http_but_no_sockets() {
+    fn a_0_2_check_may_import_lookups_outbound_http_and_the_empty_filesystem_and_sockets() {
         let v0_2 = |import| is_provided(import, "0.2.1");
         assert!(v0_2("preflight:check/log@0.2.0"));
         assert!(v0_2("preflight:check/cluster@0.2.1"));
@@ -130,7 +117,8 @@ mod tests {
         assert!(v0_2("wasi:http/types@0.2.6"));
         assert!(!v0_2("preflight:check/log@0.1.0"));
         assert!(!v0_2("wasi:http/incoming-handler@0.2.4"));
-        assert!(!v0_2("wasi:sockets/tcp@0.2.6"));
-        assert!(!v0_2("wasi:filesystem/preopens@0.2.6"));
+        assert!(v0_2("wasi:sockets/tcp@0.2.6"));
+        assert!(v0_2("wasi:filesystem/preopens@0.2.9"));
+        assert!(!v0_2("wasi:filesystem/preopens@0.3.0"));
     }
 }

@@ -86,8 +86,9 @@ pub fn build_check(package: &str) -> PathBuf {
 }
 
 /// Builds the Python check `plugins/<example>/python/app.py` with the Python SDK (guest-sdk/python) and the
-/// componentize-py that `scripts/setup` installs (`$PREFLIGHT_CACHE/python/venv`), once per test process;
-/// returns the component's path. Panics with componentize-py's output when the build fails.
+/// componentize-py that `scripts/setup` installs (`$PREFLIGHT_CACHE/python/venv`), for the world of
+/// `guest-sdk/python/wit` (the contract plus `wasi:http`), once per test process; returns the component's
+/// path. Panics with componentize-py's output when the build fails.
 pub fn build_python_check(example: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let built = BUILT.get_or_init(Default::default);
@@ -120,13 +121,12 @@ pub fn build_python_check(example: &str) -> PathBuf {
         .arg("600")
         .arg(&componentize_py)
         .arg("-d")
+        .arg(wasi_wit())
+        .arg("-d")
         .arg(root.join("wit/v0.2"))
-        .args([
-            "-w",
-            "preflight-check-with-config",
-            "componentize",
-            "--stub-wasi",
-        ])
+        .arg("-d")
+        .arg(root.join("guest-sdk/python/wit"))
+        .args(["-w", "preflight:python-check/python-check", "componentize"])
         .arg("-p")
         .arg(scratch.join("app"))
         .arg("-p")
@@ -150,6 +150,30 @@ pub fn build_python_check(example: &str) -> PathBuf {
     );
     built.insert(example.to_owned(), path.clone());
     path
+}
+
+/// The WASI 0.2 WIT (`wasi:http` and what it uses) of the wasmtime-wasi-http crate the host is built with,
+/// found through `cargo metadata` in cargo's registry.
+pub fn wasi_wit() -> PathBuf {
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(workspace_root())
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .output()
+        .expect("cargo metadata runs");
+    assert!(output.status.success(), "cargo metadata failed");
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+    let manifest = metadata["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|package| package["name"] == "wasmtime-wasi-http")
+        .and_then(|package| package["manifest_path"].as_str())
+        .expect("the host depends on wasmtime-wasi-http");
+    Path::new(manifest)
+        .parent()
+        .expect("a manifest has a directory")
+        .join("wit")
 }
 
 fn copy_tree(from: &Path, to: &Path) {

@@ -1,5 +1,6 @@
-//! A check that reaches for ambient authority: the filesystem and the network. The host must refuse to
-//! load it, naming the imports it does not provide.
+//! A check that reaches for ambient authority: the filesystem and the network. It may import them (as a
+//! 0.2 check), but the host gives it no preopened directory and no network: it must read nothing and
+//! connect nowhere.
 
 use preflight_guest::{Outcome, Request};
 
