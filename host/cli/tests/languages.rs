@@ -3,7 +3,9 @@
 //! (`preflight test`), and `preflight run` prints the same outcome, delay, reason, message and action for
 //! each object, error cases included.
 
-use preflight_test_support::{build_check, build_python_check, fixture, workspace_root};
+use preflight_test_support::{
+    build_check, build_js_check, build_python_check, fixture, workspace_root,
+};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -13,6 +15,7 @@ fn builds() -> Vec<(&'static str, std::path::PathBuf)> {
     vec![
         ("rust", build_check("dependency-ready")),
         ("python", build_python_check("dependency-ready")),
+        ("javascript", build_js_check("dependency-ready")),
     ]
 }
 
@@ -126,6 +129,7 @@ fn every_language_reaches_out_the_same_way_under_the_same_grant() {
     let builds = [
         ("rust", build_check("external-dependency")),
         ("python", build_python_check("external-dependency")),
+        ("javascript", build_js_check("external-dependency")),
     ];
     for dependency in ["db", "queue"] {
         let object = dir.join(format!("{dependency}.yaml"));
@@ -152,15 +156,17 @@ fn every_language_reaches_out_the_same_way_under_the_same_grant() {
                 run(check, &object, &config, &["--allow-http", &server.url()])
             })
             .collect();
-        assert_eq!(
-            answers[0], answers[1],
-            "{dependency}: rust and python disagree"
-        );
+        for (answer, (language, _)) in answers.iter().zip(&builds).skip(1) {
+            assert_eq!(
+                answer, &answers[0],
+                "{dependency}: {language} and rust disagree"
+            );
+        }
         eprintln!("{dependency}: {}", answers[0]);
     }
     assert_eq!(
         server.request_count(),
-        4,
+        2 * builds.len(),
         "each build sent one request per object, and none without the grant"
     );
     std::fs::remove_dir_all(&dir).unwrap();

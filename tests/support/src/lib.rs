@@ -87,7 +87,7 @@ pub fn build_check(package: &str) -> PathBuf {
 
 /// Builds the Python check `plugins/<example>/python/app.py` with the Python SDK (guest-sdk/python) and the
 /// componentize-py that `scripts/setup` installs (`$PREFLIGHT_CACHE/python/venv`), for the world of
-/// `guest-sdk/python/wit` (the contract plus `wasi:http`), once per test process; returns the component's
+/// `guest-sdk/wit` (the contract plus `wasi:http`), once per test process; returns the component's
 /// path. Panics with componentize-py's output when the build fails.
 pub fn build_python_check(example: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
@@ -99,13 +99,7 @@ pub fn build_python_check(example: &str) -> PathBuf {
         return path.clone();
     }
     let root = workspace_root();
-    let cache = std::env::var_os("PREFLIGHT_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/preflight"))
-        })
-        .expect("PREFLIGHT_CACHE or HOME is set");
-    let componentize_py = cache.join("python/venv/bin/componentize-py");
+    let componentize_py = cache_dir().join("python/venv/bin/componentize-py");
     let output_dir = wasm_target_dir().join("python");
     std::fs::create_dir_all(&output_dir).expect("the output directory can be created");
     let path = output_dir.join(format!("{}.wasm", example.replace('-', "_")));
@@ -125,8 +119,8 @@ pub fn build_python_check(example: &str) -> PathBuf {
         .arg("-d")
         .arg(root.join("wit/v0.2"))
         .arg("-d")
-        .arg(root.join("guest-sdk/python/wit"))
-        .args(["-w", "preflight:python-check/python-check", "componentize"])
+        .arg(root.join("guest-sdk/wit"))
+        .args(["-w", "preflight:guest/check", "componentize"])
         .arg("-p")
         .arg(scratch.join("app"))
         .arg("-p")
@@ -150,6 +144,83 @@ pub fn build_python_check(example: &str) -> PathBuf {
     );
     built.insert(example.to_owned(), path.clone());
     path
+}
+
+/// Builds the JavaScript check `plugins/<example>/javascript/app.js` with the JavaScript SDK
+/// (guest-sdk/javascript/preflight.js) and the componentize-js that `scripts/setup` installs
+/// (`$PREFLIGHT_CACHE/js`), for the world of `guest-sdk/wit`, once per test process; returns the component's
+/// path. Panics with componentize-js's output when the build fails.
+pub fn build_js_check(example: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(path) = built.get(example) {
+        return path.clone();
+    }
+    let root = workspace_root();
+    let componentize_js = cache_dir().join("js/node_modules/.bin/componentize-js");
+    let output_dir = wasm_target_dir().join("javascript");
+    let path = output_dir.join(format!("{}.wasm", example.replace('-', "_")));
+    // componentize-js takes one WIT directory: the world, with the contract and WASI as its deps.
+    let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    copy_tree(
+        &root.join("plugins").join(example).join("javascript"),
+        &scratch,
+    );
+    std::fs::copy(
+        root.join("guest-sdk/javascript/preflight.js"),
+        scratch.join("preflight.js"),
+    )
+    .expect("the SDK can be copied");
+    let wit = scratch.join("wit");
+    copy_tree(&root.join("guest-sdk/wit"), &wit);
+    copy_tree(&root.join("wit/v0.2"), &wit.join("deps/preflight"));
+    for entry in std::fs::read_dir(wasi_wit().join("deps")).expect("the WASI WIT is readable") {
+        let file = entry.expect("a directory entry").path();
+        let package = wit
+            .join("deps")
+            .join(file.file_stem().expect("a file name"));
+        std::fs::create_dir_all(&package).expect("the scratch directory can be created");
+        std::fs::copy(&file, package.join(file.file_name().expect("a file name")))
+            .expect("the WIT file can be copied");
+    }
+    let output = Command::new("timeout")
+        .arg("600")
+        .arg(&componentize_js)
+        .arg(scratch.join("app.js"))
+        .arg("--wit")
+        .arg(&wit)
+        .args(["--world-name", "preflight:guest/check", "-o"])
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot run {} (scripts/setup installs it): {error}",
+                componentize_js.display()
+            )
+        });
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(
+        output.status.success() && path.exists(),
+        "building the JavaScript {example} check failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    built.insert(example.to_owned(), path.clone());
+    path
+}
+
+/// `$PREFLIGHT_CACHE`, else `~/.cache/preflight`: where `scripts/setup` installs the guest toolchains.
+fn cache_dir() -> PathBuf {
+    std::env::var_os("PREFLIGHT_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/preflight"))
+        })
+        .expect("PREFLIGHT_CACHE or HOME is set")
 }
 
 /// The WASI 0.2 WIT (`wasi:http` and what it uses) of the wasmtime-wasi-http crate the host is built with,

@@ -1,0 +1,271 @@
+// Write a preflight check in JavaScript: a function from a request to an `Outcome`.
+//
+//   import { Outcome, exports } from "./preflight.js";
+//   function check(request) {
+//     const missing = (request.object.spec?.dependsOn ?? []).filter((d) => !(request.config.available ?? []).includes(d));
+//     return missing.length
+//       ? Outcome.requeueAfter(600).because("DependencyMissing", `waiting for ${missing.join(", ")}`)
+//       : Outcome.proceed();
+//   }
+//   export const { evaluate, configure } = exports(check);
+//
+// The idioms are the Rust SDK's: proceed / requeue after / block / error, with a reason, a message and
+// outputs; logging to the host; `http.get` over the standard wasi:http (the host enforces the check's
+// grants). An exception thrown by the check is an error outcome (the host backs off and retries);
+// `InvalidObject` gives it that reason. Built with componentize-js (see guest-sdk/javascript/README.md).
+
+import { log } from "preflight:check/log@0.2.0";
+import { handle } from "wasi:http/outgoing-handler@0.2.12";
+import { Fields, IncomingBody, OutgoingRequest } from "wasi:http/types@0.2.12";
+
+/** Thrown when the object does not have the shape the check needs: an error outcome, reason InvalidObject. */
+export class InvalidObject extends Error {}
+
+/** A request that failed or was refused; the message names the wasi:http error code. */
+export class HttpError extends Error {}
+
+/** The decision of a check. */
+export class Outcome {
+  constructor(proceed, requeueAfter, error) {
+    this.proceed = proceed;
+    this.requeueAfter = requeueAfter;
+    this.error = error;
+    this.reason = "";
+    this.message = "";
+    this.outputs = new Map();
+  }
+
+  /** The object may be reconciled now. */
+  static proceed() {
+    return new Outcome(true, undefined, undefined);
+  }
+
+  /** Do not reconcile now; evaluate again after `seconds`. */
+  static requeueAfter(seconds) {
+    return new Outcome(false, seconds, undefined);
+  }
+
+  /** Do not reconcile; evaluate again when the object or the check changes. */
+  static block() {
+    return new Outcome(false, undefined, undefined);
+  }
+
+  /** The check could not decide; the host retries with backoff. */
+  static error(message) {
+    return new Outcome(false, undefined, String(message));
+  }
+
+  /** Sets the condition's reason (UpperCamelCase) and message. */
+  because(reason, message = "") {
+    this.reason = reason;
+    this.message = message;
+    return this;
+  }
+
+  /** For a proceeding outcome: evaluate again after `seconds` even if nothing changes. */
+  recheckAfter(seconds) {
+    this.requeueAfter = seconds;
+    return this;
+  }
+
+  /** Records `key` = `value` on the object (by default in its preflight.dev/outputs annotation). */
+  output(key, value) {
+    this.outputs.delete(key);
+    this.outputs.set(key, String(value));
+    return this;
+  }
+
+  /** The contract's preflight-result. */
+  toResult() {
+    const delay =
+      this.requeueAfter === undefined
+        ? undefined
+        : Math.min(Math.max(Math.ceil(this.requeueAfter * 1000), 0), 2 ** 32 - 1);
+    return {
+      proceed: this.proceed,
+      requeueAfterMs: delay,
+      error: this.error,
+      reason: this.reason,
+      message: this.message,
+      outputs: [...this.outputs].map(([key, value]) => ({ key, value })),
+    };
+  }
+}
+
+function parseConfig(raw) {
+  const config = raw.trim() ? JSON.parse(raw) : {};
+  if (config === null || typeof config !== "object" || Array.isArray(config)) {
+    throw new Error("the configuration must be a mapping");
+  }
+  return config;
+}
+
+/**
+ * The `evaluate` and `configure` exports for `check` and an optional `validate(config)` that throws to
+ * refuse a configuration at load.
+ */
+export function exports(check, validate) {
+  return {
+    evaluate: {
+      check(request) {
+        let config;
+        try {
+          config = parseConfig(request.config);
+        } catch (problem) {
+          return Outcome.error(`invalid check configuration: ${problem.message}`).because("InvalidConfig").toResult();
+        }
+        const seconds = Number(request.now.seconds) + request.now.nanoseconds / 1e9;
+        let outcome;
+        try {
+          outcome = check({
+            object: JSON.parse(request.object),
+            rawObject: request.object,
+            config,
+            target: request.target,
+            now: new Date(seconds * 1000),
+          });
+        } catch (problem) {
+          outcome =
+            problem instanceof InvalidObject
+              ? Outcome.error(problem.message).because("InvalidObject")
+              : Outcome.error(`${problem.name}: ${problem.message}`);
+        }
+        return outcome.toResult();
+      },
+    },
+    configure: {
+      validateConfig(raw) {
+        const config = parseConfig(raw);
+        if (validate) {
+          validate(config);
+        }
+      },
+    },
+  };
+}
+
+/**
+ * `seconds` plus up to `percent`% of it, chosen by a hash of the object's namespace and name (FNV-1a, the
+ * same rule as the Rust and Python SDKs): objects spread their retries, each keeps its schedule.
+ */
+export function withJitter(seconds, percent, target) {
+  const spreadMs = BigInt(Math.floor((seconds * 1000 * Math.min(percent, 100)) / 100));
+  if (spreadMs === 0n) {
+    return seconds;
+  }
+  let digest = 0xcbf29ce484222325n;
+  for (const byte of new TextEncoder().encode(`${target.namespace ?? ""}/${target.name}`)) {
+    digest = ((digest ^ BigInt(byte)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  }
+  return seconds + Number(digest % spreadMs) / 1000;
+}
+
+/** How many redirects `http.get` follows; each one is a new request the host checks against the allow-list. */
+export const MAX_REDIRECTS = 5;
+
+function splitUrl(url) {
+  const match = /^(https?):\/\/([^/?]+)(.*)$/i.exec(url);
+  if (!match) {
+    throw new HttpError(`${JSON.stringify(url)} is not an absolute http(s) URL`);
+  }
+  return [match[1].toLowerCase(), match[2], match[3] || "/"];
+}
+
+function errorCode(code) {
+  const tag = code?.tag ?? String(code);
+  return tag.replace(/(^|-)([a-z])/g, (_, __, letter) => letter.toUpperCase());
+}
+
+function sendGet(url) {
+  const [scheme, authority, path] = splitUrl(url);
+  const request = new OutgoingRequest(new Fields());
+  request.setMethod({ tag: "get" });
+  request.setScheme({ tag: scheme === "https" ? "HTTPS" : "HTTP" });
+  request.setAuthority(authority);
+  request.setPathWithQuery(path);
+  let pending;
+  try {
+    pending = handle(request, undefined);
+  } catch (refused) {
+    throw new HttpError(`GET ${url}: ${errorCode(refused.payload)}`);
+  }
+  pending.subscribe().block();
+  const answer = pending.get();
+  if (!answer || answer.tag !== "ok") {
+    throw new HttpError(`GET ${url}: no response`);
+  }
+  if (answer.val.tag !== "ok") {
+    throw new HttpError(`GET ${url}: ${errorCode(answer.val.val)}`);
+  }
+  const response = answer.val.val;
+  const status = response.status();
+  const headers = response.headers().entries();
+  const body = response.consume();
+  const stream = body.stream();
+  const chunks = [];
+  for (;;) {
+    try {
+      chunks.push(stream.blockingRead(64n * 1024n));
+    } catch (ended) {
+      if (ended.payload?.tag === "closed") {
+        break;
+      }
+      throw new HttpError(`GET ${url}: reading the body failed`);
+    }
+  }
+  stream[Symbol.dispose]?.();
+  IncomingBody.finish(body);
+  const length = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+  const bytes = new Uint8Array(length);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return {
+    status,
+    headers,
+    body: bytes,
+    text: () => new TextDecoder().decode(bytes),
+    json() {
+      try {
+        return JSON.parse(new TextDecoder().decode(bytes));
+      } catch (problem) {
+        throw new HttpError(`the response is not the JSON expected: ${problem.message}`);
+      }
+    },
+    header(name) {
+      const found = headers.find(([key]) => key.toLowerCase() === name.toLowerCase());
+      return found ? new TextDecoder().decode(found[1]) : undefined;
+    },
+  };
+}
+
+/** Outbound HTTP: `http.get(url)` reads the whole response (the host caps its size), following redirects. */
+export const http = {
+  get(url) {
+    let current = url;
+    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+      const response = sendGet(current);
+      const location = [301, 302, 303, 307, 308].includes(response.status) ? response.header("location") : undefined;
+      if (location === undefined) {
+        return response;
+      }
+      if (location.includes("://")) {
+        current = location;
+      } else if (location.startsWith("/")) {
+        const [scheme, authority] = splitUrl(current);
+        current = `${scheme}://${authority}${location}`;
+      } else {
+        throw new HttpError(`unsupported redirect location ${JSON.stringify(location)}`);
+      }
+    }
+    throw new HttpError(`more than ${MAX_REDIRECTS} redirects from ${url}`);
+  },
+};
+
+export const trace = (message) => log("trace", String(message));
+export const debug = (message) => log("debug", String(message));
+export const info = (message) => log("info", String(message));
+export const warn = (message) => log("warn", String(message));
+export const error = (message) => log("error", String(message));
