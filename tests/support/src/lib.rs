@@ -43,46 +43,39 @@ fn wasm_target_dir() -> PathBuf {
 ///
 /// Panics with cargo's output when the build fails: a test cannot go on without its check.
 pub fn build_check(package: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let built = BUILT.get_or_init(Default::default);
-    let mut built = built
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(path) = built.get(package) {
-        return path.clone();
-    }
-    let target_dir = wasm_target_dir();
-    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(workspace_root())
-        .args([
-            "build",
-            "--quiet",
-            "--target",
-            "wasm32-wasip2",
-            "--profile",
-            "wasm",
-            "--package",
-            package,
-        ])
-        .arg("--target-dir")
-        .arg(&target_dir)
-        .output()
-        .expect("cargo runs");
-    assert!(
-        output.status.success(),
-        "building {package} for wasm32-wasip2 failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let path = target_dir
-        .join("wasm32-wasip2/wasm")
-        .join(format!("{}.wasm", package.replace('-', "_")));
-    assert!(
-        path.exists(),
-        "cargo built {package} but {} is missing",
-        path.display()
-    );
-    built.insert(package.to_owned(), path.clone());
-    path
+    once(&format!("package/{package}"), || {
+        let target_dir = wasm_target_dir();
+        let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(workspace_root())
+            .args([
+                "build",
+                "--quiet",
+                "--target",
+                "wasm32-wasip2",
+                "--profile",
+                "wasm",
+                "--package",
+                package,
+            ])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .output()
+            .expect("cargo runs");
+        assert!(
+            output.status.success(),
+            "building {package} for wasm32-wasip2 failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let path = target_dir
+            .join("wasm32-wasip2/wasm")
+            .join(format!("{}.wasm", package.replace('-', "_")));
+        assert!(
+            path.exists(),
+            "cargo built {package} but {} is missing",
+            path.display()
+        );
+        path
+    })
 }
 
 /// Builds the Python check `plugins/<example>/python/app.py` with the Python SDK (guest-sdk/python) and the
@@ -90,60 +83,53 @@ pub fn build_check(package: &str) -> PathBuf {
 /// `guest-sdk/wit` (the contract plus `wasi:http`), once per test process; returns the component's
 /// path. Panics with componentize-py's output when the build fails.
 pub fn build_python_check(example: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let built = BUILT.get_or_init(Default::default);
-    let mut built = built
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(path) = built.get(example) {
-        return path.clone();
-    }
-    let root = workspace_root();
-    let componentize_py = cache_dir().join("python/venv/bin/componentize-py");
-    let output_dir = wasm_target_dir().join("python");
-    std::fs::create_dir_all(&output_dir).expect("the output directory can be created");
-    let path = output_dir.join(format!("{}.wasm", example.replace('-', "_")));
-    // A scratch copy of the sources, so that Python's bytecode caches never land in the repository.
-    let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    copy_tree(
-        &root.join("plugins").join(example).join("python"),
-        &scratch.join("app"),
-    );
-    copy_tree(&root.join("guest-sdk/python"), &scratch.join("sdk"));
-    let output = Command::new("timeout")
-        .arg("600")
-        .arg(&componentize_py)
-        .arg("-d")
-        .arg(wasi_wit())
-        .arg("-d")
-        .arg(root.join("wit/v0.2"))
-        .arg("-d")
-        .arg(root.join("guest-sdk/wit"))
-        .args(["-w", "preflight:guest/check", "componentize"])
-        .arg("-p")
-        .arg(scratch.join("app"))
-        .arg("-p")
-        .arg(scratch.join("sdk"))
-        .arg("app")
-        .arg("-o")
-        .arg(&path)
-        .output()
-        .unwrap_or_else(|error| {
-            panic!(
-                "cannot run {} (scripts/setup installs it): {error}",
-                componentize_py.display()
-            )
-        });
-    let _ = std::fs::remove_dir_all(&scratch);
-    assert!(
-        output.status.success(),
-        "building the Python {example} check failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    built.insert(example.to_owned(), path.clone());
-    path
+    once(&format!("python/{example}"), || {
+        let root = workspace_root();
+        let componentize_py = cache_dir().join("python/venv/bin/componentize-py");
+        let output_dir = wasm_target_dir().join("python");
+        std::fs::create_dir_all(&output_dir).expect("the output directory can be created");
+        let path = output_dir.join(format!("{}.wasm", example.replace('-', "_")));
+        // A scratch copy of the sources, so that Python's bytecode caches never land in the repository.
+        let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&scratch);
+        copy_tree(
+            &root.join("plugins").join(example).join("python"),
+            &scratch.join("app"),
+        );
+        copy_tree(&root.join("guest-sdk/python"), &scratch.join("sdk"));
+        let output = Command::new("timeout")
+            .arg("600")
+            .arg(&componentize_py)
+            .arg("-d")
+            .arg(wasi_wit())
+            .arg("-d")
+            .arg(root.join("wit/v0.2"))
+            .arg("-d")
+            .arg(root.join("guest-sdk/wit"))
+            .args(["-w", "preflight:guest/check", "componentize"])
+            .arg("-p")
+            .arg(scratch.join("app"))
+            .arg("-p")
+            .arg(scratch.join("sdk"))
+            .arg("app")
+            .arg("-o")
+            .arg(&path)
+            .output()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot run {} (scripts/setup installs it): {error}",
+                    componentize_py.display()
+                )
+            });
+        let _ = std::fs::remove_dir_all(&scratch);
+        assert!(
+            output.status.success(),
+            "building the Python {example} check failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        path
+    })
 }
 
 /// Builds the JavaScript check `plugins/<example>/javascript/app.js` with the JavaScript SDK
@@ -151,66 +137,69 @@ pub fn build_python_check(example: &str) -> PathBuf {
 /// (`$PREFLIGHT_CACHE/js`), for the world of `guest-sdk/wit`, once per test process; returns the component's
 /// path. Panics with componentize-js's output when the build fails.
 pub fn build_js_check(example: &str) -> PathBuf {
+    once(&format!("javascript/{example}"), || {
+        let root = workspace_root();
+        let componentize_js = cache_dir().join("js/node_modules/.bin/componentize-js");
+        let output_dir = wasm_target_dir().join("javascript");
+        let path = output_dir.join(format!("{}.wasm", example.replace('-', "_")));
+        // componentize-js takes one WIT directory: the world, with the contract and WASI as its deps.
+        let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&scratch);
+        copy_tree(
+            &root.join("plugins").join(example).join("javascript"),
+            &scratch,
+        );
+        std::fs::copy(
+            root.join("guest-sdk/javascript/preflight.js"),
+            scratch.join("preflight.js"),
+        )
+        .expect("the SDK can be copied");
+        let wit = scratch.join("wit");
+        copy_tree(&root.join("guest-sdk/wit"), &wit);
+        copy_tree(&root.join("wit/v0.2"), &wit.join("deps/preflight"));
+        for entry in std::fs::read_dir(wasi_wit().join("deps")).expect("the WASI WIT is readable") {
+            let file = entry.expect("a directory entry").path();
+            let package = wit
+                .join("deps")
+                .join(file.file_stem().expect("a file name"));
+            std::fs::create_dir_all(&package).expect("the scratch directory can be created");
+            std::fs::copy(&file, package.join(file.file_name().expect("a file name")))
+                .expect("the WIT file can be copied");
+        }
+        let output = Command::new("timeout")
+            .arg("600")
+            .arg(&componentize_js)
+            .arg(scratch.join("app.js"))
+            .arg("--wit")
+            .arg(&wit)
+            .args(["--world-name", "preflight:guest/check", "-o"])
+            .arg(&path)
+            .output()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot run {} (scripts/setup installs it): {error}",
+                    componentize_js.display()
+                )
+            });
+        let _ = std::fs::remove_dir_all(&scratch);
+        assert!(
+            output.status.success() && path.exists(),
+            "building the JavaScript {example} check failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        path
+    })
+}
+
+/// The result of `build` for `key`, built once per test process (later callers wait for the first).
+fn once(key: &str, build: impl FnOnce() -> PathBuf) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let built = BUILT.get_or_init(Default::default);
-    let mut built = built
+    let mut built = BUILT
+        .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(path) = built.get(example) {
-        return path.clone();
-    }
-    let root = workspace_root();
-    let componentize_js = cache_dir().join("js/node_modules/.bin/componentize-js");
-    let output_dir = wasm_target_dir().join("javascript");
-    let path = output_dir.join(format!("{}.wasm", example.replace('-', "_")));
-    // componentize-js takes one WIT directory: the world, with the contract and WASI as its deps.
-    let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    copy_tree(
-        &root.join("plugins").join(example).join("javascript"),
-        &scratch,
-    );
-    std::fs::copy(
-        root.join("guest-sdk/javascript/preflight.js"),
-        scratch.join("preflight.js"),
-    )
-    .expect("the SDK can be copied");
-    let wit = scratch.join("wit");
-    copy_tree(&root.join("guest-sdk/wit"), &wit);
-    copy_tree(&root.join("wit/v0.2"), &wit.join("deps/preflight"));
-    for entry in std::fs::read_dir(wasi_wit().join("deps")).expect("the WASI WIT is readable") {
-        let file = entry.expect("a directory entry").path();
-        let package = wit
-            .join("deps")
-            .join(file.file_stem().expect("a file name"));
-        std::fs::create_dir_all(&package).expect("the scratch directory can be created");
-        std::fs::copy(&file, package.join(file.file_name().expect("a file name")))
-            .expect("the WIT file can be copied");
-    }
-    let output = Command::new("timeout")
-        .arg("600")
-        .arg(&componentize_js)
-        .arg(scratch.join("app.js"))
-        .arg("--wit")
-        .arg(&wit)
-        .args(["--world-name", "preflight:guest/check", "-o"])
-        .arg(&path)
-        .output()
-        .unwrap_or_else(|error| {
-            panic!(
-                "cannot run {} (scripts/setup installs it): {error}",
-                componentize_js.display()
-            )
-        });
-    let _ = std::fs::remove_dir_all(&scratch);
-    assert!(
-        output.status.success() && path.exists(),
-        "building the JavaScript {example} check failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    built.insert(example.to_owned(), path.clone());
-    path
+    built.entry(key.to_owned()).or_insert_with(build).clone()
 }
 
 /// `$PREFLIGHT_CACHE`, else `~/.cache/preflight`: where `scripts/setup` installs the guest toolchains.
