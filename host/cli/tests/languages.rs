@@ -20,7 +20,10 @@ fn builds() -> Vec<(&'static str, std::path::PathBuf)> {
 }
 
 fn preflight(args: &[&str]) -> (i32, String) {
+    // Compiled once for every run of this test binary (and the next), as `PREFLIGHT_CACHE_DIR` promises.
+    let compiled = preflight_test_support::wasm_target_dir().join("compiled-checks");
     let output = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .env("PREFLIGHT_CACHE_DIR", compiled)
         .args(args)
         .output()
         .expect("preflight runs");

@@ -32,7 +32,8 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The target directory for components built by tests.
-fn wasm_target_dir() -> PathBuf {
+/// Where the test helpers put what they build: `wasm-checks` in cargo's target directory.
+pub fn wasm_target_dir() -> PathBuf {
     let base = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"));
@@ -88,7 +89,6 @@ pub fn build_python_check(example: &str) -> PathBuf {
         let componentize_py = cache_dir().join("python/venv/bin/componentize-py");
         let output_dir = wasm_target_dir().join("python");
         std::fs::create_dir_all(&output_dir).expect("the output directory can be created");
-        let path = output_dir.join(format!("{}.wasm", example.replace('-', "_")));
         // A scratch copy of the sources, so that Python's bytecode caches never land in the repository.
         let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&scratch);
@@ -97,15 +97,22 @@ pub fn build_python_check(example: &str) -> PathBuf {
             &scratch.join("app"),
         );
         copy_tree(&root.join("guest-sdk/python"), &scratch.join("sdk"));
+        copy_tree(&root.join("guest-sdk/wit"), &scratch.join("wit"));
+        copy_tree(&root.join("wit/v0.2"), &scratch.join("contract"));
+        let path = component_path(&output_dir, example, &scratch, &componentize_py);
+        if path.exists() {
+            let _ = std::fs::remove_dir_all(&scratch);
+            return path;
+        }
         let output = Command::new("timeout")
             .arg("600")
             .arg(&componentize_py)
             .arg("-d")
             .arg(wasi_wit())
             .arg("-d")
-            .arg(root.join("wit/v0.2"))
+            .arg(scratch.join("contract"))
             .arg("-d")
-            .arg(root.join("guest-sdk/wit"))
+            .arg(scratch.join("wit"))
             .args(["-w", "preflight:guest/check", "componentize"])
             .arg("-p")
             .arg(scratch.join("app"))
@@ -141,7 +148,6 @@ pub fn build_js_check(example: &str) -> PathBuf {
         let root = workspace_root();
         let componentize_js = cache_dir().join("js/node_modules/.bin/componentize-js");
         let output_dir = wasm_target_dir().join("javascript");
-        let path = output_dir.join(format!("{}.wasm", example.replace('-', "_")));
         // componentize-js takes one WIT directory: the world, with the contract and WASI as its deps.
         let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&scratch);
@@ -165,6 +171,11 @@ pub fn build_js_check(example: &str) -> PathBuf {
             std::fs::create_dir_all(&package).expect("the scratch directory can be created");
             std::fs::copy(&file, package.join(file.file_name().expect("a file name")))
                 .expect("the WIT file can be copied");
+        }
+        let path = component_path(&output_dir, example, &scratch, &componentize_js);
+        if path.exists() {
+            let _ = std::fs::remove_dir_all(&scratch);
+            return path;
         }
         let output = Command::new("timeout")
             .arg("600")
@@ -190,6 +201,41 @@ pub fn build_js_check(example: &str) -> PathBuf {
         );
         path
     })
+}
+
+/// Where the component built from the sources in `scratch` with `toolchain` goes: named by a digest of
+/// both, so that the next test process reuses it while neither changes.
+fn component_path(output_dir: &Path, example: &str, scratch: &Path, toolchain: &Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    hash_tree(scratch, scratch, &mut hasher);
+    let installed = std::fs::metadata(toolchain).and_then(|metadata| metadata.modified());
+    format!("{installed:?}").hash(&mut hasher);
+    output_dir.join(format!(
+        "{}-{:016x}.wasm",
+        example.replace('-', "_"),
+        hasher.finish()
+    ))
+}
+
+/// Feeds every file under `dir` (relative path and bytes, in name order) into `hasher`.
+fn hash_tree(root: &Path, dir: &Path, hasher: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("the scratch directory is readable")
+        .map(|entry| entry.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            hash_tree(root, &path, hasher);
+        } else {
+            path.strip_prefix(root).unwrap_or(&path).hash(hasher);
+            std::fs::read(&path)
+                .expect("the file is readable")
+                .hash(hasher);
+        }
+    }
 }
 
 /// The result of `build` for `key`, built once per test process (later callers wait for the first).

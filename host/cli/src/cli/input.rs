@@ -106,11 +106,19 @@ pub fn load_check(bytes: &[u8]) -> Result<std::sync::Arc<preflight_engine::Check
     engine(1, 0)?.load(bytes).map_err(Problem::Unusable)
 }
 
+/// The variable naming a directory where compiled checks are kept between runs: the operator's
+/// `--cache-dir` variable, so that one setting serves every command.
+pub const COMPILED_CACHE_VARIABLE: &str = "PREFLIGHT_CACHE_DIR";
+
+/// An engine for a command: `max_concurrent_evaluations` slots, a memory ceiling that admits
+/// `memory_limit`, and compiled checks kept in `$PREFLIGHT_CACHE_DIR` when it is set (a 15 MB Python or
+/// JavaScript check then compiles once, not on every run).
 pub fn engine(max_concurrent_evaluations: u32, memory_limit: usize) -> Result<Engine, Problem> {
     let defaults = EngineConfig::default();
     Engine::new(EngineConfig {
         max_concurrent_evaluations,
         max_memory_bytes: defaults.max_memory_bytes.max(memory_limit),
+        cache_dir: std::env::var_os(COMPILED_CACHE_VARIABLE).map(std::path::PathBuf::from),
         ..defaults
     })
     .map_err(Problem::Engine)
