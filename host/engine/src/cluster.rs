@@ -68,6 +68,14 @@ pub struct Grants {
 impl Grants {
     /// 16 lookups per evaluation.
     pub const DEFAULT_LOOKUPS_PER_EVALUATION: u32 = 16;
+
+    /// The lookups one evaluation may make: `lookups_per_evaluation`, or the default when it is 0.
+    pub fn lookups_budget(&self) -> u32 {
+        match self.lookups_per_evaluation {
+            0 => Self::DEFAULT_LOOKUPS_PER_EVALUATION,
+            budget => budget,
+        }
+    }
 }
 
 impl std::fmt::Debug for Grants {

@@ -82,9 +82,20 @@ pub struct Engine {
 #[error("the check ran longer than its {0:?} time limit")]
 struct DeadlineExceeded(Duration);
 
-/// The error of a call cut off at its deadline while the check waited in a host call.
-fn deadline_exceeded(limits: &Limits) -> wasmtime::Error {
-    wasmtime::Error::new(DeadlineExceeded(limits.effective_timeout()))
+/// `run`, cut off at `deadline` (the epoch callback only fires while wasm runs; this also ends host calls,
+/// and dropping the future unwinds the guest's stack and frees its slot).
+async fn within<T>(
+    deadline: Instant,
+    limits: &Limits,
+    run: impl Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    tokio::time::timeout_at(deadline.into(), run)
+        .await
+        .unwrap_or_else(|_| {
+            Err(wasmtime::Error::new(DeadlineExceeded(
+                limits.effective_timeout(),
+            )))
+        })
 }
 
 impl Engine {
@@ -235,11 +246,7 @@ impl Engine {
                 Contract::V0_2 { pre, .. } => call_check!(v0_2, pre, &mut store, request),
             }
         };
-        // The epoch callback only fires while wasm runs; this deadline also ends host calls (dropping the
-        // future unwinds the guest's stack and frees its slot).
-        let result = tokio::time::timeout_at(deadline.into(), run)
-            .await
-            .unwrap_or_else(|_| Err(deadline_exceeded(limits)));
+        let result = within(deadline, limits, run).await;
         let duration = started.elapsed();
         let outcome = match result {
             Ok(result) => verdict_of(result, limits),
@@ -288,9 +295,7 @@ impl Engine {
             let (verdict,) = validate.call_async(&mut store, (config,)).await?;
             wasmtime::Result::Ok(verdict)
         };
-        let result = tokio::time::timeout_at(deadline.into(), run)
-            .await
-            .unwrap_or_else(|_| Err(deadline_exceeded(limits)));
+        let result = within(deadline, limits, run).await;
         match result {
             Ok(Ok(())) => Ok(()),
             Ok(Err(rejection)) => {

@@ -89,20 +89,18 @@ pub(crate) struct GuestState {
     refusals: Arc<Mutex<Vec<String>>>,
 }
 
-/// The lookups granted to one evaluation and what is left of its budget.
+/// The lookups granted to one evaluation (the service and the gated object they are made for; `None`
+/// when not granted) and its budget.
 struct Lookups {
-    grants: Grants,
-    target: Target,
+    granted: Option<(Arc<dyn crate::ClusterLookup>, Target)>,
+    budget: u32,
     left: u32,
 }
 
 impl GuestState {
     pub fn new(memory_limit: usize, now: SystemTime, grants: &Grants, target: &Target) -> Self {
         let refusals = Arc::new(Mutex::new(Vec::new()));
-        let budget = match grants.lookups_per_evaluation {
-            0 => Grants::DEFAULT_LOOKUPS_PER_EVALUATION,
-            budget => budget,
-        };
+        let budget = grants.lookups_budget();
         Self {
             memory_limit,
             now,
@@ -115,8 +113,13 @@ impl GuestState {
             http: WasiHttpCtx::new(),
             outbound_http: OutboundHttp::new(grants.http.clone(), Arc::clone(&refusals)),
             lookups: Lookups {
-                grants: grants.clone(),
-                target: target.clone(),
+                // The target is copied only for a check that may look up: the evaluation path of the
+                // others allocates nothing for lookups.
+                granted: grants
+                    .cluster
+                    .as_ref()
+                    .map(|cluster| (Arc::clone(cluster), target.clone())),
+                budget,
                 left: budget,
             },
             refusals,
@@ -136,9 +139,13 @@ impl GuestState {
         refusal
     }
 
-    /// The lookup service, after taking one call from the budget; an error naming the refusal otherwise.
-    fn lookup_turn(&mut self, what: &str) -> Result<Arc<dyn crate::ClusterLookup>, String> {
-        let Some(cluster) = self.lookups.grants.cluster.clone() else {
+    /// The lookup service and the gated object, after taking one call from the budget; an error naming
+    /// the refusal otherwise.
+    fn lookup_turn(
+        &mut self,
+        what: &str,
+    ) -> Result<(Arc<dyn crate::ClusterLookup>, Target), String> {
+        let Some(granted) = self.lookups.granted.clone() else {
             return Err(self.refuse(format!(
                 "lookup {what}: lookups are not granted to this check (its ConfigMap has no `lookups` key)"
             )));
@@ -146,14 +153,11 @@ impl GuestState {
         if self.lookups.left == 0 {
             return Err(self.refuse(format!(
                 "lookup {what}: more than {} lookups in one evaluation",
-                match self.lookups.grants.lookups_per_evaluation {
-                    0 => Grants::DEFAULT_LOOKUPS_PER_EVALUATION,
-                    budget => budget,
-                }
+                self.lookups.budget
             )));
         }
         self.lookups.left -= 1;
-        Ok(cluster)
+        Ok(granted)
     }
 
     fn record_lookup_error<T>(&self, what: &str, answer: Result<T, String>) -> Result<T, String> {
@@ -243,8 +247,7 @@ impl v0_2::preflight::check::cluster::Host for GuestState {
     ) -> Result<Option<String>, String> {
         let kind = object_kind(kind);
         let what = format!("get {kind} {}{name}", shown_namespace(namespace.as_deref()));
-        let cluster = self.lookup_turn(&what)?;
-        let target = self.lookups.target.clone();
+        let (cluster, target) = self.lookup_turn(&what)?;
         let answer = cluster.get(&target, kind, namespace, name).await;
         self.record_lookup_error(&what, answer)
     }
@@ -260,8 +263,7 @@ impl v0_2::preflight::check::cluster::Host for GuestState {
             "list {kind} {}selector {label_selector:?}",
             shown_namespace(namespace.as_deref())
         );
-        let cluster = self.lookup_turn(&what)?;
-        let target = self.lookups.target.clone();
+        let (cluster, target) = self.lookup_turn(&what)?;
         let answer = cluster.list(&target, kind, namespace, label_selector).await;
         self.record_lookup_error(&what, answer)
     }
