@@ -1,10 +1,11 @@
-//! The same example check written in every guest language this project supports, built from source with
-//! each language's pinned toolchain, must answer identically: the shared fixtures pass for each build
-//! (`preflight test`), and `preflight run` prints the same outcome, delay, reason, message and action for
-//! each object, error cases included.
+//! The same example check written in every guest language this project supports (Rust, Python, JavaScript,
+//! Go, C), built from source with each language's pinned toolchain, must answer identically: the shared
+//! fixtures pass for each build (`preflight test`), and `preflight run` prints the same outcome, delay,
+//! reason, message and action for each object, error cases included.
 
 use preflight_test_support::{
-    build_check, build_js_check, build_python_check, fixture, workspace_root,
+    build_c_check, build_check, build_go_check, build_js_check, build_python_check, fixture,
+    workspace_root,
 };
 use serde_json::Value;
 use std::path::Path;
@@ -16,6 +17,8 @@ fn builds() -> Vec<(&'static str, std::path::PathBuf)> {
         ("rust", build_check("dependency-ready")),
         ("python", build_python_check("dependency-ready")),
         ("javascript", build_js_check("dependency-ready")),
+        ("go", build_go_check("dependency-ready")),
+        ("c", build_c_check("dependency-ready")),
     ]
 }
 

@@ -104,7 +104,9 @@ async fn not_there_requeues_after_the_checks_delay_then_the_key_appears_on_the_o
     .await;
     assert_eq!(key["dependencyKey"], "K-7");
 
-    // Converged: nothing more is written.
+    // Converged: nothing more is written. The counter moves once a reconcile's writes have returned, a little
+    // after the object shows them: let that reconcile finish before the first reading.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let writes = metric(&operator, "preflight_status_writes_total", &[]).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(

@@ -99,7 +99,7 @@ pub fn build_python_check(example: &str) -> PathBuf {
         copy_tree(&root.join("guest-sdk/python"), &scratch.join("sdk"));
         copy_tree(&root.join("guest-sdk/wit"), &scratch.join("wit"));
         copy_tree(&root.join("wit/v0.2"), &scratch.join("contract"));
-        let path = component_path(&output_dir, example, &scratch, &componentize_py);
+        let path = component_path(&output_dir, example, &[&scratch], &[&componentize_py]);
         if path.exists() {
             let _ = std::fs::remove_dir_all(&scratch);
             return path;
@@ -172,7 +172,7 @@ pub fn build_js_check(example: &str) -> PathBuf {
             std::fs::copy(&file, package.join(file.file_name().expect("a file name")))
                 .expect("the WIT file can be copied");
         }
-        let path = component_path(&output_dir, example, &scratch, &componentize_js);
+        let path = component_path(&output_dir, example, &[&scratch], &[&componentize_js]);
         if path.exists() {
             let _ = std::fs::remove_dir_all(&scratch);
             return path;
@@ -203,14 +203,202 @@ pub fn build_js_check(example: &str) -> PathBuf {
     })
 }
 
-/// Where the component built from the sources in `scratch` with `toolchain` goes: named by a digest of
-/// both, so that the next test process reuses it while neither changes.
-fn component_path(output_dir: &Path, example: &str, scratch: &Path, toolchain: &Path) -> PathBuf {
+/// The contract world C and Go checks are built for (they use no `wasi:http`, so the contract alone).
+const CONTRACT_WORLD: &str = "preflight:check/preflight-check-with-config@0.2.0";
+
+/// Builds the C check `plugins/<example>/c/*.c` with the C SDK (guest-sdk/c): bindings from `wit-bindgen c`,
+/// Debian's clang-19 and wasi-libc (a wasip1 reactor), then `wasm-tools component new` with the reactor
+/// adapter of the host's wasmtime version; once per test process. Returns the component's path; panics with
+/// the failing tool's output.
+pub fn build_c_check(example: &str) -> PathBuf {
+    once(&format!("c/{example}"), || {
+        let root = workspace_root();
+        let output_dir = wasm_target_dir().join("c");
+        let sources = root.join("plugins").join(example).join("c");
+        let sdk = root.join("guest-sdk/c");
+        let clang = on_path("clang-19");
+        let (wit_bindgen, wasm_tools) = (tool("wit-bindgen"), tool("wasm-tools"));
+        let path = component_path(
+            &output_dir,
+            example,
+            &[&sources, &sdk, &root.join("wit/v0.2")],
+            &[&clang, &wit_bindgen, &wasm_tools],
+        );
+        if path.exists() {
+            return path;
+        }
+        let scratch = output_dir.join(format!("{example}-build-{}", std::process::id()));
+        let bindings = scratch.join("bindings");
+        run(step(&wit_bindgen)
+            .arg("c")
+            .arg(root.join("wit/v0.2"))
+            .args(["--world", CONTRACT_WORLD, "--out-dir"])
+            .arg(&bindings));
+        let core = scratch.join("core.wasm");
+        run(step(&clang)
+            .args([
+                "--target=wasm32-wasi",
+                "--sysroot=/usr",
+                "-mexec-model=reactor",
+            ])
+            .args(["-Os", "-Wall", "-Wextra", "-Werror", "-Wl,--strip-debug"])
+            .arg("-I")
+            .arg(&sdk)
+            .arg("-I")
+            .arg(&bindings)
+            .args(files_ending(&sources, ".c"))
+            .args(files_ending(&sdk, ".c"))
+            .args(files_ending(&bindings, ".c"))
+            .args(files_ending(&bindings, "_component_type.o"))
+            .arg("-o")
+            .arg(&core));
+        componentize(&core, &path);
+        let _ = std::fs::remove_dir_all(&scratch);
+        path
+    })
+}
+
+/// Builds the Go check `plugins/<example>/go` (a module using guest-sdk/go through a `replace`) with Go's
+/// wasip1 port as a reactor (`-buildmode=c-shared`), then `wasm-tools component embed` (the contract world)
+/// and `component new` with the reactor adapter; once per test process. Go's caches are those `scripts/setup`
+/// fills, so nothing is downloaded. Returns the component's path; panics with the failing tool's output.
+pub fn build_go_check(example: &str) -> PathBuf {
+    once(&format!("go/{example}"), || {
+        let root = workspace_root();
+        let output_dir = wasm_target_dir().join("go");
+        let sources = root.join("plugins").join(example).join("go");
+        let go = on_path("go");
+        let wasm_tools = tool("wasm-tools");
+        let path = component_path(
+            &output_dir,
+            example,
+            &[&sources, &root.join("guest-sdk/go"), &root.join("wit/v0.2")],
+            &[&go, &wasm_tools],
+        );
+        if path.exists() {
+            return path;
+        }
+        let scratch = output_dir.join(format!("{example}-build-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).expect("the scratch directory can be created");
+        let core = scratch.join("core.wasm");
+        let cache = cache_dir().join("go");
+        run(step(&go)
+            .current_dir(&sources)
+            .env("GOOS", "wasip1")
+            .env("GOARCH", "wasm")
+            .env("GOTOOLCHAIN", "local")
+            .env("GOFLAGS", "-modcacherw -mod=readonly")
+            .env("GOPROXY", "off")
+            .env("GOMODCACHE", cache.join("mod"))
+            .env("GOCACHE", cache.join("build"))
+            // The bindings' runtime reaches into Go's runtime (runtime.sbrk) by linkname.
+            .args([
+                "build",
+                "-buildmode=c-shared",
+                "-ldflags=-checklinkname=0",
+                "-o",
+            ])
+            .arg(&core)
+            .arg("."));
+        let embedded = scratch.join("embedded.wasm");
+        run(step(&wasm_tools)
+            .args(["component", "embed"])
+            .arg(root.join("wit/v0.2"))
+            .args(["--world", CONTRACT_WORLD])
+            .arg(&core)
+            .arg("-o")
+            .arg(&embedded));
+        componentize(&embedded, &path);
+        let _ = std::fs::remove_dir_all(&scratch);
+        path
+    })
+}
+
+/// `wasm-tools component new` of a wasip1 reactor `core` module carrying its component type, with the reactor
+/// adapter of the wasmtime version the host is built with (so that its WASI imports are those the host links).
+fn componentize(core: &Path, component: &Path) {
+    let adapter = core.with_file_name("wasi_snapshot_preview1.reactor.wasm");
+    std::fs::write(
+        &adapter,
+        wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+    )
+    .expect("the adapter can be written");
+    run(step(tool("wasm-tools"))
+        .args(["component", "new"])
+        .arg(core)
+        .arg("--adapt")
+        .arg(format!(
+            "{}={}",
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+            adapter.display()
+        ))
+        .arg("-o")
+        .arg(component));
+}
+
+/// A build step running `program` with a ten-minute limit (`timeout`), for [`run`].
+fn step(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new("timeout");
+    command.arg("600").arg(program);
+    command
+}
+
+/// Runs a build step; panics with its output when it fails.
+fn run(command: &mut Command) {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {command:?}: {error}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A tool `scripts/setup` installs in `$PREFLIGHT_CACHE/tools/bin` (wit-bindgen, wasm-tools).
+fn tool(name: &str) -> PathBuf {
+    cache_dir().join("tools/bin").join(name)
+}
+
+/// Where `name` is on `PATH` (for the build digest); panics when it is not installed.
+fn on_path(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| panic!("{name} is not installed (scripts/setup installs it)"))
+}
+
+/// The files in `dir` whose names end with `suffix`, sorted.
+fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the source directory is readable")
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.to_string_lossy().ends_with(suffix))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Where the component built from the files under `sources` with the `toolchain` files goes: named by a
+/// digest of all of them, so that the next test process reuses it while none changes.
+fn component_path(
+    output_dir: &Path,
+    example: &str,
+    sources: &[&Path],
+    toolchain: &[&Path],
+) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    hash_tree(scratch, scratch, &mut hasher);
-    let installed = std::fs::metadata(toolchain).and_then(|metadata| metadata.modified());
-    format!("{installed:?}").hash(&mut hasher);
+    for source in sources {
+        hash_tree(source, source, &mut hasher);
+    }
+    for tool in toolchain {
+        let installed = std::fs::metadata(tool).and_then(|metadata| metadata.modified());
+        format!("{}{installed:?}", tool.display()).hash(&mut hasher);
+    }
     output_dir.join(format!(
         "{}-{:016x}.wasm",
         example.replace('-', "_"),

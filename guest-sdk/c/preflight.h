@@ -1,0 +1,114 @@
+/* Write a preflight check in C: a function from a request to an outcome.
+ *
+ *     #include "preflight.h"
+ *
+ *     static pf_outcome check(const pf_request *request) {
+ *         const pf_json *spec = pf_json_get(request->object, "spec");
+ *         if (pf_json_bool(pf_json_get(spec, "paused"), false))
+ *             return pf_because(pf_requeue_after_ms(600000), "Paused", "paused; checking again in 10 minutes");
+ *         return pf_proceed();
+ *     }
+ *
+ *     PREFLIGHT_CHECK(check)
+ *
+ * The idioms are the Rust SDK's: proceed / requeue after / block / error, with a reason and a message, outputs,
+ * logging. The object and the configuration arrive parsed (preflight_json.h). A configuration that is not a JSON
+ * object is an error with reason InvalidConfig; pf_invalid_object reports an object without the shape the check
+ * needs (reason InvalidObject). Build for the world `preflight:check/preflight-check-with-config@0.2.0` with
+ * wit-bindgen c, Debian's clang and wasi-libc, and the reactor adapter (guest-sdk/c/README.md).
+ */
+#ifndef PREFLIGHT_H
+#define PREFLIGHT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "preflight_json.h"
+
+/** Which object is being checked. */
+typedef struct {
+    const char *group;     /* empty for the core group */
+    const char *version;
+    const char *kind;
+    const char *namespace; /* NULL for cluster-scoped objects */
+    const char *name;
+} pf_target;
+
+/** What a check is given: the object and its configuration parsed, the object's identity, the host's clock. */
+typedef struct {
+    const pf_json *object;
+    const pf_json *config;
+    const char *raw_object; /* the object's JSON text */
+    pf_target target;
+    uint64_t now_seconds; /* since the Unix epoch, UTC */
+    uint32_t now_nanoseconds;
+} pf_request;
+
+/** The most outputs a result may carry (the contract's limit). */
+#define PF_MAX_OUTPUTS 16
+
+/** The decision of a check; build it with the functions below (strings are copied). */
+typedef struct {
+    bool proceed;
+    bool has_delay;
+    uint32_t delay_ms;
+    char *error;   /* NULL: no error */
+    char *reason;  /* NULL: the host picks a default */
+    char *message;
+    size_t output_count;
+    char *output_keys[PF_MAX_OUTPUTS];
+    char *output_values[PF_MAX_OUTPUTS];
+} pf_outcome;
+
+/** The object may be reconciled now. */
+pf_outcome pf_proceed(void);
+/** Do not reconcile now; evaluate again after `delay_ms` milliseconds. */
+pf_outcome pf_requeue_after_ms(uint64_t delay_ms);
+/** Do not reconcile; evaluate again when the object or the check changes. */
+pf_outcome pf_block(void);
+/** The check could not decide (printf-style message); the host backs off and retries. */
+pf_outcome pf_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/** The object does not have the shape the check needs: an error with reason InvalidObject. */
+pf_outcome pf_invalid_object(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/** Sets the condition's reason (UpperCamelCase) and message (printf-style). */
+pf_outcome pf_because(pf_outcome outcome, const char *reason, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+/** For a proceeding outcome: evaluate again after `delay_ms` even if nothing changes. */
+pf_outcome pf_recheck_after_ms(pf_outcome outcome, uint64_t delay_ms);
+/** Records `key` = `value` on the object (a key given twice keeps the last value; more than
+ *  PF_MAX_OUTPUTS keys make the outcome an error). */
+pf_outcome pf_output(pf_outcome outcome, const char *key, const char *value);
+
+/** `base_ms` plus up to `percent`% of it, chosen by a hash of the object's namespace and name (FNV-1a, the
+ *  same rule as every SDK's with_jitter): objects spread their retries, each keeps its schedule. */
+uint64_t pf_with_jitter_ms(uint64_t base_ms, uint32_t percent, const pf_target *target);
+
+/** Log lines, tagged by the host with the check and the object (printf-style). */
+void pf_trace(const char *format, ...) __attribute__((format(printf, 1, 2)));
+void pf_debug(const char *format, ...) __attribute__((format(printf, 1, 2)));
+void pf_info(const char *format, ...) __attribute__((format(printf, 1, 2)));
+void pf_warn(const char *format, ...) __attribute__((format(printf, 1, 2)));
+void pf_error_log(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/** The function a check defines. */
+typedef pf_outcome (*pf_check_fn)(const pf_request *request);
+/** An optional configuration check, called when the configuration is loaded: return NULL to accept it, or
+ *  pf_refuse(...) to refuse it with a message the operator reports on the ConfigMap. */
+typedef char *(*pf_validate_fn)(const pf_json *config);
+
+/** A refusal for a validate function, printf-style (allocated; the SDK frees it). */
+char *pf_refuse(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/* What PREFLIGHT_CHECK defines and the SDK's exports call. */
+extern const pf_check_fn preflight_user_check;
+extern const pf_validate_fn preflight_user_validate;
+
+/** Makes `check` the check this component exports. */
+#define PREFLIGHT_CHECK(check) PREFLIGHT_CHECK_WITH_VALIDATE(check, NULL)
+/** Makes `check` the check this component exports, and `validate` its configuration check. */
+#define PREFLIGHT_CHECK_WITH_VALIDATE(check, validate)                                                   \
+    const pf_check_fn preflight_user_check = (check);                                                    \
+    const pf_validate_fn preflight_user_validate = (validate);
+
+#endif
