@@ -8,17 +8,18 @@ use preflight_test_support::{
     workspace_root,
 };
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Every build of plugins/dependency-ready: language and component.
-fn builds() -> Vec<(&'static str, std::path::PathBuf)> {
+/// Every language's build of `project` (a directory with `python/`, `javascript/`, `go/` and `c/` builds of
+/// the check whose Rust build is the crate `package`): language and component.
+fn builds(project: &str, package: &str) -> Vec<(&'static str, PathBuf)> {
     vec![
-        ("rust", build_check("dependency-ready")),
-        ("python", build_python_check("dependency-ready")),
-        ("javascript", build_js_check("dependency-ready")),
-        ("go", build_go_check("dependency-ready")),
-        ("c", build_c_check("dependency-ready")),
+        ("rust", build_check(package)),
+        ("python", build_python_check(project)),
+        ("javascript", build_js_check(project)),
+        ("go", build_go_check(project)),
+        ("c", build_c_check(project)),
     ]
 }
 
@@ -61,10 +62,12 @@ fn run(check: &Path, object: &Path, config: &Path, extra: &[&str]) -> Value {
     answer
 }
 
-#[test]
-fn every_language_passes_the_examples_fixtures() {
-    let fixtures = workspace_root().join("plugins/dependency-ready/fixtures.yaml");
-    for (language, check) in builds() {
+/// Runs `fixtures` against every build of `project` and asserts that each passes them all and that all print
+/// the same table (the same outcome, reason and action for every case); returns that table.
+fn every_build_passes(project: &str, package: &str, fixtures: &str, cases: usize) -> String {
+    let fixtures = workspace_root().join(fixtures);
+    let mut first: Option<(&str, String)> = None;
+    for (language, check) in builds(project, package) {
         let (status, table) = preflight(&[
             "test",
             "--check",
@@ -74,8 +77,41 @@ fn every_language_passes_the_examples_fixtures() {
             "10s",
         ]);
         assert_eq!(status, 0, "{language}:\n{table}");
-        assert!(table.contains("5 passed, 0 failed"), "{language}:\n{table}");
+        assert!(
+            table.contains(&format!("{cases} passed, 0 failed")),
+            "{language}:\n{table}"
+        );
+        match &first {
+            None => first = Some((language, table)),
+            Some((first_language, first_table)) => assert_eq!(
+                &table, first_table,
+                "{language} and {first_language} disagree"
+            ),
+        }
     }
+    first.map(|(_, table)| table).unwrap_or_default()
+}
+
+#[test]
+fn every_language_passes_the_examples_fixtures() {
+    let table = every_build_passes(
+        "plugins/dependency-ready",
+        "dependency-ready",
+        "plugins/dependency-ready/fixtures.yaml",
+        5,
+    );
+    eprintln!("rust, python, javascript, go, c:\n{table}");
+}
+
+#[test]
+fn every_language_passes_the_conformance_suite() {
+    let table = every_build_passes(
+        "tests/conformance",
+        "conformance",
+        "tests/conformance/fixtures.yaml",
+        10,
+    );
+    eprintln!("rust, python, javascript, go, c:\n{table}");
 }
 
 #[test]
@@ -90,7 +126,7 @@ fn every_language_answers_each_object_the_same() {
     let mut table = Vec::new();
     for object in objects {
         let object = fixture(object);
-        let answers: Vec<(String, Value)> = builds()
+        let answers: Vec<(String, Value)> = builds("plugins/dependency-ready", "dependency-ready")
             .into_iter()
             .map(|(language, check)| {
                 let mut answer = run(&check, &object, &config, &["--now", "2026-12-05T12:00:00Z"]);
@@ -134,8 +170,8 @@ fn every_language_reaches_out_the_same_way_under_the_same_grant() {
     .unwrap();
     let builds = [
         ("rust", build_check("external-dependency")),
-        ("python", build_python_check("external-dependency")),
-        ("javascript", build_js_check("external-dependency")),
+        ("python", build_python_check("plugins/external-dependency")),
+        ("javascript", build_js_check("plugins/external-dependency")),
     ];
     for dependency in ["db", "queue"] {
         let object = dir.join(format!("{dependency}.yaml"));

@@ -135,7 +135,7 @@ async fn a_python_check_in_parts_gates_exactly_like_the_rust_one() {
     let mut s = Scenario::new("pyparts", "Pipeline", "dependency-ready").await;
     s.patience = Duration::from_secs(90);
     let python = std::fs::read(preflight_test_support::build_python_check(
-        "dependency-ready",
+        "plugins/dependency-ready",
     ))
     .unwrap();
     let config =

@@ -79,12 +79,14 @@ pub fn build_check(package: &str) -> PathBuf {
     })
 }
 
-/// Builds the Python check `plugins/<example>/python/app.py` with the Python SDK (guest-sdk/python) and the
+/// Builds the Python check `<project>/python/app.py` (`project`: a directory of this repository, such as
+/// `plugins/dependency-ready`) with the Python SDK (guest-sdk/python) and the
 /// componentize-py that `scripts/setup` installs (`$PREFLIGHT_CACHE/python/venv`), for the world of
 /// `guest-sdk/wit` (the contract plus `wasi:http`), once per test process; returns the component's
 /// path. Panics with componentize-py's output when the build fails.
-pub fn build_python_check(example: &str) -> PathBuf {
-    once(&format!("python/{example}"), || {
+pub fn build_python_check(project: &str) -> PathBuf {
+    once(&format!("python/{project}"), || {
+        let example = name_of(project);
         let root = workspace_root();
         let componentize_py = cache_dir().join("python/venv/bin/componentize-py");
         let output_dir = wasm_target_dir().join("python");
@@ -92,10 +94,7 @@ pub fn build_python_check(example: &str) -> PathBuf {
         // A scratch copy of the sources, so that Python's bytecode caches never land in the repository.
         let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&scratch);
-        copy_tree(
-            &root.join("plugins").join(example).join("python"),
-            &scratch.join("app"),
-        );
+        copy_tree(&root.join(project).join("python"), &scratch.join("app"));
         copy_tree(&root.join("guest-sdk/python"), &scratch.join("sdk"));
         copy_tree(&root.join("guest-sdk/wit"), &scratch.join("wit"));
         copy_tree(&root.join("wit/v0.2"), &scratch.join("contract"));
@@ -139,22 +138,20 @@ pub fn build_python_check(example: &str) -> PathBuf {
     })
 }
 
-/// Builds the JavaScript check `plugins/<example>/javascript/app.js` with the JavaScript SDK
+/// Builds the JavaScript check `<project>/javascript/app.js` with the JavaScript SDK
 /// (guest-sdk/javascript/preflight.js) and the componentize-js that `scripts/setup` installs
 /// (`$PREFLIGHT_CACHE/js`), for the world of `guest-sdk/wit`, once per test process; returns the component's
 /// path. Panics with componentize-js's output when the build fails.
-pub fn build_js_check(example: &str) -> PathBuf {
-    once(&format!("javascript/{example}"), || {
+pub fn build_js_check(project: &str) -> PathBuf {
+    once(&format!("javascript/{project}"), || {
+        let example = name_of(project);
         let root = workspace_root();
         let componentize_js = cache_dir().join("js/node_modules/.bin/componentize-js");
         let output_dir = wasm_target_dir().join("javascript");
         // componentize-js takes one WIT directory: the world, with the contract and WASI as its deps.
         let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&scratch);
-        copy_tree(
-            &root.join("plugins").join(example).join("javascript"),
-            &scratch,
-        );
+        copy_tree(&root.join(project).join("javascript"), &scratch);
         std::fs::copy(
             root.join("guest-sdk/javascript/preflight.js"),
             scratch.join("preflight.js"),
@@ -206,15 +203,16 @@ pub fn build_js_check(example: &str) -> PathBuf {
 /// The contract world C and Go checks are built for (they use no `wasi:http`, so the contract alone).
 const CONTRACT_WORLD: &str = "preflight:check/preflight-check-with-config@0.2.0";
 
-/// Builds the C check `plugins/<example>/c/*.c` with the C SDK (guest-sdk/c): bindings from `wit-bindgen c`,
+/// Builds the C check `<project>/c/*.c` with the C SDK (guest-sdk/c): bindings from `wit-bindgen c`,
 /// Debian's clang-19 and wasi-libc (a wasip1 reactor), then `wasm-tools component new` with the reactor
 /// adapter of the host's wasmtime version; once per test process. Returns the component's path; panics with
 /// the failing tool's output.
-pub fn build_c_check(example: &str) -> PathBuf {
-    once(&format!("c/{example}"), || {
+pub fn build_c_check(project: &str) -> PathBuf {
+    once(&format!("c/{project}"), || {
+        let example = name_of(project);
         let root = workspace_root();
         let output_dir = wasm_target_dir().join("c");
-        let sources = root.join("plugins").join(example).join("c");
+        let sources = root.join(project).join("c");
         let sdk = root.join("guest-sdk/c");
         let clang = on_path("clang-19");
         let (wit_bindgen, wasm_tools) = (tool("wit-bindgen"), tool("wasm-tools"));
@@ -258,15 +256,16 @@ pub fn build_c_check(example: &str) -> PathBuf {
     })
 }
 
-/// Builds the Go check `plugins/<example>/go` (a module using guest-sdk/go through a `replace`) with Go's
+/// Builds the Go check `<project>/go` (a module using guest-sdk/go through a `replace`) with Go's
 /// wasip1 port as a reactor (`-buildmode=c-shared`), then `wasm-tools component embed` (the contract world)
 /// and `component new` with the reactor adapter; once per test process. Go's caches are those `scripts/setup`
 /// fills, so nothing is downloaded. Returns the component's path; panics with the failing tool's output.
-pub fn build_go_check(example: &str) -> PathBuf {
-    once(&format!("go/{example}"), || {
+pub fn build_go_check(project: &str) -> PathBuf {
+    once(&format!("go/{project}"), || {
+        let example = name_of(project);
         let root = workspace_root();
         let output_dir = wasm_target_dir().join("go");
-        let sources = root.join("plugins").join(example).join("go");
+        let sources = root.join(project).join("go");
         let go = on_path("go");
         let wasm_tools = tool("wasm-tools");
         let path = component_path(
@@ -424,6 +423,11 @@ fn hash_tree(root: &Path, dir: &Path, hasher: &mut impl std::hash::Hasher) {
                 .hash(hasher);
         }
     }
+}
+
+/// The last component of a project's directory, which names what is built from it.
+fn name_of(project: &str) -> &str {
+    project.rsplit('/').next().unwrap_or(project)
 }
 
 /// The result of `build` for `key`, built once per test process (later callers wait for the first).

@@ -12,6 +12,10 @@
 //!   - name: a malformed object is an error
 //!     objectFile: app-malformed.json       # relative to this file
 //!     expect: {error: check, action: backoff}
+//!   - name: records the dependency's key
+//!     object: {apiVersion: apps.example.com/v1, kind: App, metadata: {name: shop}, spec: {dependsOn: []}}
+//!     timeout: 300ms                       # this case's budget (optional; else --timeout)
+//!     expect: {proceed: true, outputs: {dependencyKey: K-1}}   # every output, exactly
 //! ```
 
 use super::input::{engine, parse_document, read, request as request_for};
@@ -20,6 +24,7 @@ use super::{EXIT_FAILED_TESTS, EXIT_PROCEED, Problem, TestArgs};
 use preflight_engine::action;
 use preflight_engine::{Evaluation, Limits, Request};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -47,6 +52,9 @@ struct Case {
     config: Option<serde_json::Value>,
     #[serde(default)]
     now: Option<String>,
+    /// This case's time budget (e.g. `300ms`), instead of `--timeout`.
+    #[serde(default)]
+    timeout: Option<String>,
     expect: Expect,
 }
 
@@ -62,6 +70,8 @@ struct Expect {
     /// The controller action: `proceed`, `requeue`, `await-change`, `backoff`, `stop`.
     action: Option<String>,
     requeue_after: Option<DurationRange>,
+    /// Every output of the result, exactly (`{}`: none).
+    outputs: Option<BTreeMap<String, String>>,
 }
 
 /// An exact duration (`10m`) or a range (`{min: 10m, max: 11m}`, for checks that add jitter).
@@ -93,6 +103,19 @@ pub async fn test(args: TestArgs) -> Result<u8, Problem> {
         let fixtures = load(file)?;
         for case in &fixtures.cases {
             let request = request(file, &fixtures, case)?;
+            let limits = match &case.timeout {
+                Some(timeout) => Limits {
+                    timeout: duration(timeout).map_err(|problem| {
+                        Problem::Input(format!(
+                            "{}: case `{}`: {problem}",
+                            file.display(),
+                            case.name
+                        ))
+                    })?,
+                    ..limits
+                },
+                None => limits,
+            };
             let evaluation = engine.evaluate(&check, &request, &limits).await;
             verdicts.push(judge(case, &evaluation));
         }
@@ -209,6 +232,16 @@ fn judge(case: &Case, evaluation: &Evaluation) -> Verdict {
                     |d| humantime::format_duration(d).to_string()
                 )
             )),
+        }
+    }
+    if let Some(expected) = &expect.outputs {
+        let actual = evaluation
+            .outcome
+            .as_ref()
+            .map(|verdict| verdict.outputs.clone())
+            .unwrap_or_default();
+        if &actual != expected {
+            failures.push(format!("outputs: expected {expected:?}, got {actual:?}"));
         }
     }
     let action = decision.action.as_str();

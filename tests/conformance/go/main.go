@@ -1,0 +1,63 @@
+// Command conformance is the conformance check in Go (see tests/conformance/README.md): what it does is
+// picked by the object's spec.behave.
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/preflight-wasm/preflight/guest-sdk/go/preflight"
+)
+
+type object struct {
+	Spec struct {
+		Behave  *string `json:"behave"`
+		Seconds uint32  `json:"seconds"`
+	} `json:"spec"`
+}
+
+type config struct {
+	Greeting string `json:"greeting"`
+}
+
+func check(request preflight.Request) preflight.Outcome {
+	var probe object
+	if err := request.DecodeObject(&probe); err != nil {
+		return preflight.InvalidObject(err)
+	}
+	if probe.Spec.Behave == nil {
+		return preflight.InvalidObject(fmt.Errorf("the object does not match the check's type: spec.behave is missing"))
+	}
+	var settings config
+	if err := request.DecodeConfig(&settings); err != nil {
+		return preflight.Errorf("invalid check configuration: %v", err).Because("InvalidConfig", "")
+	}
+	switch behave := *probe.Spec.Behave; behave {
+	case "proceed":
+		return preflight.Proceed().Because("Ready", "ready").
+			Output("namespace", request.Target.Namespace).
+			Output("greeting", settings.Greeting).
+			Output("now", strconv.FormatInt(request.Now.Unix(), 10))
+	case "requeue":
+		return preflight.RequeueAfter(time.Duration(probe.Spec.Seconds)*time.Second).
+			Because("Waiting", fmt.Sprintf("waiting %d s", probe.Spec.Seconds))
+	case "block":
+		return preflight.Block().Because("Blocked", "blocked")
+	case "error":
+		return preflight.Errorf("it failed").Because("Failed", "")
+	case "bad-reason":
+		return preflight.Proceed().Because("not camel case", "")
+	case "trap":
+		panic("conformance: a trap, as asked")
+	case "loop":
+		for {
+		}
+	default:
+		return preflight.Errorf("unknown behaviour %q", behave)
+	}
+}
+
+func init() { preflight.Handle(check, nil) }
+
+func main() {}

@@ -1,0 +1,37 @@
+"""The conformance check in Python (see tests/conformance/README.md): what it does is picked by spec.behave."""
+
+import os
+
+import preflight
+
+
+def check(request):
+    spec = request.object.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("behave"), str):
+        raise preflight.InvalidObject("the object does not match the check's type: spec.behave is not a string")
+    behave = spec["behave"]
+    if behave == "proceed":
+        return (preflight.Outcome.proceed().because("Ready", "ready")
+                .output("namespace", request.target.namespace or "")
+                .output("greeting", request.config.get("greeting", ""))
+                .output("now", str(int(request.now.timestamp()))))
+    if behave == "requeue":
+        seconds = spec.get("seconds", 0)
+        if type(seconds) is not int or seconds < 0:
+            raise preflight.InvalidObject("the object does not match the check's type: spec.seconds is not a count")
+        return preflight.Outcome.requeue_after(seconds).because("Waiting", f"waiting {seconds} s")
+    if behave == "block":
+        return preflight.Outcome.block().because("Blocked", "blocked")
+    if behave == "error":
+        return preflight.Outcome.error("it failed").because("Failed")
+    if behave == "bad-reason":
+        return preflight.Outcome.proceed().because("not camel case")
+    if behave == "trap":
+        os.abort()
+    if behave == "loop":
+        while True:
+            pass
+    return preflight.Outcome.error(f"unknown behaviour {behave!r}")
+
+
+Evaluate, Configure = preflight.exports(check)

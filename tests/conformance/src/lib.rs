@@ -1,0 +1,63 @@
+//! The conformance check in Rust (see README.md beside this crate): what it does is picked by the object's
+//! `spec.behave`, so that one fixtures file drives every language's build through the same paths.
+
+use preflight_guest::{Object, Outcome, Request};
+use serde::Deserialize;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// The part of the object this check reads.
+#[derive(Debug, Default, Deserialize)]
+pub struct Spec {
+    /// What to do; an object without it is invalid.
+    pub behave: Option<String>,
+    /// For `requeue`: the delay in seconds.
+    #[serde(default)]
+    pub seconds: Option<u32>,
+}
+
+/// The check's configuration.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Echoed in the `greeting` output.
+    pub greeting: String,
+}
+
+/// The check: one behaviour per `spec.behave`.
+pub fn check(request: Request<Object<Spec>, Config>) -> Outcome {
+    let spec = &request.object.spec;
+    let Some(behave) = spec.behave.as_deref() else {
+        return Outcome::error(
+            "the object does not match the check's type: spec.behave is missing",
+        )
+        .because("InvalidObject", "");
+    };
+    match behave {
+        "proceed" => {
+            let now = request.now.duration_since(UNIX_EPOCH).unwrap_or_default();
+            Outcome::proceed()
+                .because("Ready", "ready")
+                .output(
+                    "namespace",
+                    request.target.namespace.clone().unwrap_or_default(),
+                )
+                .output("greeting", &request.config.greeting)
+                .output("now", now.as_secs().to_string())
+        }
+        "requeue" => {
+            let seconds = spec.seconds.unwrap_or_default();
+            Outcome::requeue_after(Duration::from_secs(seconds.into()))
+                .because("Waiting", format!("waiting {seconds} s"))
+        }
+        "block" => Outcome::block().because("Blocked", "blocked"),
+        "error" => Outcome::error("it failed").because("Failed", ""),
+        "bad-reason" => Outcome::proceed().because("not camel case", ""),
+        "trap" => panic!("conformance: a trap, as asked"),
+        "loop" => loop {
+            std::hint::spin_loop();
+        },
+        other => Outcome::error(format!("unknown behaviour {other:?}")),
+    }
+}
+
+preflight_guest::check!(check);
