@@ -213,3 +213,33 @@ fn every_language_reaches_out_the_same_way_under_the_same_grant() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_guest_worlds_wasi_wit_is_that_of_the_hosts_wasmtime() {
+    // guest-sdk/wit/deps holds the WASI 0.2 WIT Python and JavaScript checks are built against (and that
+    // `preflight scaffold` writes): the files of the wasmtime-wasi-http the host links, unchanged.
+    let host = preflight_test_support::wasi_wit().join("deps");
+    let mut compared = 0;
+    for entry in std::fs::read_dir(&host).unwrap() {
+        let file = entry.unwrap().path();
+        let package = file.file_stem().unwrap().to_str().unwrap();
+        let vendored = workspace_root()
+            .join("guest-sdk/wit/deps")
+            .join(package)
+            .join(file.file_name().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&vendored)
+                .unwrap_or_else(|error| panic!("{}: {error}", vendored.display())),
+            std::fs::read_to_string(&file).unwrap(),
+            "{} differs from the host's {}",
+            vendored.display(),
+            file.display()
+        );
+        compared += 1;
+    }
+    assert!(
+        compared >= 5,
+        "only {compared} WIT files under {}",
+        host.display()
+    );
+}

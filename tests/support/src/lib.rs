@@ -80,60 +80,37 @@ pub fn build_check(package: &str) -> PathBuf {
 }
 
 /// Builds the Python check `<project>/python/app.py` (`project`: a directory of this repository, such as
-/// `plugins/dependency-ready`) with the Python SDK (guest-sdk/python) and the
-/// componentize-py that `scripts/setup` installs (`$PREFLIGHT_CACHE/python/venv`), for the world of
-/// `guest-sdk/wit` (the contract plus `wasi:http`), once per test process; returns the component's
-/// path. Panics with componentize-py's output when the build fails.
+/// `plugins/dependency-ready`) with the Python SDK (guest-sdk/python) and the componentize-py that
+/// `scripts/setup` installs (`$PREFLIGHT_CACHE/python/venv`), for the world of `guest-sdk/wit` (the contract
+/// plus `wasi:http`), once per test process; returns the component's path. Panics with componentize-py's
+/// output when the build fails.
 pub fn build_python_check(project: &str) -> PathBuf {
     once(&format!("python/{project}"), || {
         let example = name_of(project);
         let root = workspace_root();
         let componentize_py = cache_dir().join("python/venv/bin/componentize-py");
         let output_dir = wasm_target_dir().join("python");
-        std::fs::create_dir_all(&output_dir).expect("the output directory can be created");
         // A scratch copy of the sources, so that Python's bytecode caches never land in the repository.
         let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&scratch);
         copy_tree(&root.join(project).join("python"), &scratch.join("app"));
         copy_tree(&root.join("guest-sdk/python"), &scratch.join("sdk"));
         copy_tree(&root.join("guest-sdk/wit"), &scratch.join("wit"));
-        copy_tree(&root.join("wit/v0.2"), &scratch.join("contract"));
         let path = component_path(&output_dir, example, &[&scratch], &[&componentize_py]);
-        if path.exists() {
-            let _ = std::fs::remove_dir_all(&scratch);
-            return path;
+        if !path.exists() {
+            run(step(&componentize_py)
+                .arg("-d")
+                .arg(scratch.join("wit"))
+                .args(["-w", "preflight:guest/check", "componentize"])
+                .arg("-p")
+                .arg(scratch.join("app"))
+                .arg("-p")
+                .arg(scratch.join("sdk"))
+                .arg("app")
+                .arg("-o")
+                .arg(&path));
         }
-        let output = Command::new("timeout")
-            .arg("600")
-            .arg(&componentize_py)
-            .arg("-d")
-            .arg(wasi_wit())
-            .arg("-d")
-            .arg(scratch.join("contract"))
-            .arg("-d")
-            .arg(scratch.join("wit"))
-            .args(["-w", "preflight:guest/check", "componentize"])
-            .arg("-p")
-            .arg(scratch.join("app"))
-            .arg("-p")
-            .arg(scratch.join("sdk"))
-            .arg("app")
-            .arg("-o")
-            .arg(&path)
-            .output()
-            .unwrap_or_else(|error| {
-                panic!(
-                    "cannot run {} (scripts/setup installs it): {error}",
-                    componentize_py.display()
-                )
-            });
         let _ = std::fs::remove_dir_all(&scratch);
-        assert!(
-            output.status.success(),
-            "building the Python {example} check failed:\n{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
         path
     })
 }
@@ -148,7 +125,6 @@ pub fn build_js_check(project: &str) -> PathBuf {
         let root = workspace_root();
         let componentize_js = cache_dir().join("js/node_modules/.bin/componentize-js");
         let output_dir = wasm_target_dir().join("javascript");
-        // componentize-js takes one WIT directory: the world, with the contract and WASI as its deps.
         let scratch = output_dir.join(format!("{example}-src-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&scratch);
         copy_tree(&root.join(project).join("javascript"), &scratch);
@@ -157,45 +133,18 @@ pub fn build_js_check(project: &str) -> PathBuf {
             scratch.join("preflight.js"),
         )
         .expect("the SDK can be copied");
-        let wit = scratch.join("wit");
-        copy_tree(&root.join("guest-sdk/wit"), &wit);
-        copy_tree(&root.join("wit/v0.2"), &wit.join("deps/preflight"));
-        for entry in std::fs::read_dir(wasi_wit().join("deps")).expect("the WASI WIT is readable") {
-            let file = entry.expect("a directory entry").path();
-            let package = wit
-                .join("deps")
-                .join(file.file_stem().expect("a file name"));
-            std::fs::create_dir_all(&package).expect("the scratch directory can be created");
-            std::fs::copy(&file, package.join(file.file_name().expect("a file name")))
-                .expect("the WIT file can be copied");
-        }
+        copy_tree(&root.join("guest-sdk/wit"), &scratch.join("wit"));
         let path = component_path(&output_dir, example, &[&scratch], &[&componentize_js]);
-        if path.exists() {
-            let _ = std::fs::remove_dir_all(&scratch);
-            return path;
+        if !path.exists() {
+            run(step(&componentize_js)
+                .arg(scratch.join("app.js"))
+                .arg("--wit")
+                .arg(scratch.join("wit"))
+                .args(["--world-name", "preflight:guest/check", "-o"])
+                .arg(&path));
+            assert!(path.exists(), "componentize-js wrote no {}", path.display());
         }
-        let output = Command::new("timeout")
-            .arg("600")
-            .arg(&componentize_js)
-            .arg(scratch.join("app.js"))
-            .arg("--wit")
-            .arg(&wit)
-            .args(["--world-name", "preflight:guest/check", "-o"])
-            .arg(&path)
-            .output()
-            .unwrap_or_else(|error| {
-                panic!(
-                    "cannot run {} (scripts/setup installs it): {error}",
-                    componentize_js.display()
-                )
-            });
         let _ = std::fs::remove_dir_all(&scratch);
-        assert!(
-            output.status.success() && path.exists(),
-            "building the JavaScript {example} check failed:\n{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
         path
     })
 }
@@ -451,7 +400,7 @@ fn cache_dir() -> PathBuf {
 }
 
 /// The WASI 0.2 WIT (`wasi:http` and what it uses) of the wasmtime-wasi-http crate the host is built with,
-/// found through `cargo metadata` in cargo's registry.
+/// found through `cargo metadata` in cargo's registry: what guest-sdk/wit/deps must equal.
 pub fn wasi_wit() -> PathBuf {
     let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(workspace_root())
@@ -479,7 +428,11 @@ fn copy_tree(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).expect("the source directory is readable") {
         let entry = entry.expect("a directory entry");
         let target = to.join(entry.file_name());
-        if entry.file_type().expect("a file type").is_dir() {
+        // `metadata` follows symbolic links: guest-sdk/wit/deps/preflight is one, to wit/v0.2.
+        if std::fs::metadata(entry.path())
+            .expect("a file type")
+            .is_dir()
+        {
             if entry.file_name() != "__pycache__" {
                 copy_tree(&entry.path(), &target);
             }
