@@ -7,6 +7,7 @@ mod inspect;
 mod operator;
 mod pack;
 mod run;
+mod scaffold;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -56,6 +57,22 @@ enum Command {
     /// and pinned by its sha256, in one ConfigMap when it fits, else in immutable parts and the check's own
     /// ConfigMap. The component is loaded first: one this host cannot run is refused here.
     Pack(PackArgs),
+    /// Create a new check project in a guest language: a check that waits while `spec.paused` is true, its
+    /// fixtures, the SDK and WIT it builds against, and `build.sh` for the language's pinned toolchain.
+    Scaffold(ScaffoldArgs),
+}
+
+#[derive(Debug, Args)]
+struct ScaffoldArgs {
+    /// The check's language.
+    #[arg(long, value_enum)]
+    lang: scaffold::Language,
+    /// For Rust: take `preflight-guest` from this checkout of the project instead of its repository.
+    #[arg(long, value_name = "CHECKOUT")]
+    sdk: Option<PathBuf>,
+    /// The project's directory (created; must not hold anything). Its name is the check's.
+    #[arg(value_name = "NAME")]
+    directory: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -261,6 +278,7 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Version(args) => Ok(version(&args)),
         Command::Test(args) => fixtures::test(args).await,
         Command::Pack(args) => pack::pack(args),
+        Command::Scaffold(args) => scaffold::scaffold(args).map(|()| EXIT_PROCEED),
     };
     result.unwrap_or_else(|problem| {
         eprintln!("error: {problem}");

@@ -243,3 +243,67 @@ fn the_guest_worlds_wasi_wit_is_that_of_the_hosts_wasmtime() {
         host.display()
     );
 }
+
+#[test]
+fn a_scaffolded_project_builds_and_passes_its_own_fixtures_in_every_language() {
+    let dir = std::env::temp_dir().join(format!("scaffold-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = workspace_root();
+    for language in ["rust", "python", "js", "go", "c"] {
+        let project = dir.join(format!("my-{language}-check"));
+        let (status, said) = preflight(&[
+            "scaffold",
+            "--lang",
+            language,
+            "--sdk",
+            root.to_str().unwrap(),
+            project.to_str().unwrap(),
+        ]);
+        assert_eq!(status, 0, "{language}: {said}");
+        let build = Command::new("timeout")
+            .args(["900", "sh"])
+            .arg(project.join("build.sh"))
+            .envs(preflight_test_support::toolchain_env())
+            // The Rust project's own target directory, kept between runs like the other test builds.
+            .env(
+                "CARGO_TARGET_DIR",
+                preflight_test_support::wasm_target_dir().join("scaffold"),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            build.status.success(),
+            "{language}: build.sh failed:\n{}{}",
+            String::from_utf8_lossy(&build.stdout),
+            String::from_utf8_lossy(&build.stderr)
+        );
+        let check = project.join(format!("my-{language}-check.wasm"));
+        let (status, table) = preflight(&[
+            "test",
+            "--check",
+            check.to_str().unwrap(),
+            project.join("fixtures.yaml").to_str().unwrap(),
+            "--timeout",
+            "10s",
+        ]);
+        assert_eq!(status, 0, "{language}:\n{table}");
+        assert!(table.contains("3 passed, 0 failed"), "{language}:\n{table}");
+    }
+
+    // A project is never written over, and its name must suit every ecosystem.
+    let (status, _) = preflight(&[
+        "scaffold",
+        "--lang",
+        "c",
+        dir.join("my-c-check").to_str().unwrap(),
+    ]);
+    assert_eq!(status, 2, "a non-empty directory is refused");
+    let (status, _) = preflight(&[
+        "scaffold",
+        "--lang",
+        "c",
+        dir.join("My_Check").to_str().unwrap(),
+    ]);
+    assert_eq!(status, 2, "a name with capitals or `_` is refused");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

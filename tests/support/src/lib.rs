@@ -229,16 +229,11 @@ pub fn build_go_check(project: &str) -> PathBuf {
         let scratch = output_dir.join(format!("{example}-build-{}", std::process::id()));
         std::fs::create_dir_all(&scratch).expect("the scratch directory can be created");
         let core = scratch.join("core.wasm");
-        let cache = cache_dir().join("go");
         run(step(&go)
             .current_dir(&sources)
+            .envs(toolchain_env())
             .env("GOOS", "wasip1")
             .env("GOARCH", "wasm")
-            .env("GOTOOLCHAIN", "local")
-            .env("GOFLAGS", "-modcacherw -mod=readonly")
-            .env("GOPROXY", "off")
-            .env("GOMODCACHE", cache.join("mod"))
-            .env("GOCACHE", cache.join("build"))
             // The bindings' runtime reaches into Go's runtime (runtime.sbrk) by linkname.
             .args([
                 "build",
@@ -302,6 +297,31 @@ fn run(command: &mut Command) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The environment under which the guest toolchains `scripts/setup` installs are found by the build scripts
+/// of `preflight scaffold` projects (`COMPONENTIZE_PY`, `COMPONENTIZE_JS`, `WIT_BINDGEN`, `WASM_TOOLS`), and
+/// Go builds use its caches without the network; Rust builds stay offline too.
+pub fn toolchain_env() -> Vec<(&'static str, std::ffi::OsString)> {
+    let cache = cache_dir();
+    vec![
+        (
+            "COMPONENTIZE_PY",
+            cache.join("python/venv/bin/componentize-py").into(),
+        ),
+        (
+            "COMPONENTIZE_JS",
+            cache.join("js/node_modules/.bin/componentize-js").into(),
+        ),
+        ("WIT_BINDGEN", tool("wit-bindgen").into()),
+        ("WASM_TOOLS", tool("wasm-tools").into()),
+        ("GOMODCACHE", cache.join("go/mod").into()),
+        ("GOCACHE", cache.join("go/build").into()),
+        ("GOFLAGS", "-modcacherw -mod=readonly".into()),
+        ("GOPROXY", "off".into()),
+        ("GOTOOLCHAIN", "local".into()),
+        ("CARGO_NET_OFFLINE", "true".into()),
+    ]
 }
 
 /// A tool `scripts/setup` installs in `$PREFLIGHT_CACHE/tools/bin` (wit-bindgen, wasm-tools).

@@ -1,0 +1,198 @@
+//! `preflight scaffold`: a new check project in one of the guest languages, which builds with that
+//! language's pinned toolchain (`sh build.sh`) and passes its own fixtures (`preflight test`) as created.
+//!
+//! The templates are `host/cli/scaffold/<language>/` plus a shared `fixtures.yaml`, with `{{name}}` (the
+//! project directory's name) and `{{crate}}` (the same with `_` for `-`) filled in. The SDK of every language
+//! but Rust is copied into the project from this binary, with the WIT it is built against, so that the
+//! project builds with nothing but its toolchain and matches the contract versions this binary serves; Go
+//! and C projects also get the wasip1 reactor adapter of this binary's wasmtime. A Rust project depends on
+//! the `preflight-guest` crate: from a checkout given with `--sdk`, else from the project's repository.
+
+use super::{Problem, ScaffoldArgs};
+use clap::ValueEnum;
+use include_dir::{Dir, include_dir};
+use std::path::Path;
+
+/// The per-language templates and the shared fixtures.
+static TEMPLATES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/scaffold");
+/// The Python SDK package (`preflight/`).
+static PYTHON_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/python/preflight");
+/// The JavaScript SDK module.
+static JAVASCRIPT_SDK: &str = include_str!("../../../../guest-sdk/javascript/preflight.js");
+/// The Go SDK module (its committed bindings included).
+static GO_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/go");
+/// The C SDK's sources.
+static C_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/c");
+/// The guest world Python and JavaScript checks are built for, with the contract and WASI as its deps.
+static GUEST_WIT: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/wit");
+/// The newest contract, which Go and C checks are built for directly.
+static CONTRACT: &str = include_str!("../../../../wit/v0.2/preflight.wit");
+/// Where a Rust project takes `preflight-guest` from when `--sdk` is not given.
+const REPOSITORY: &str = env!("CARGO_PKG_REPOSITORY");
+
+/// A guest language `preflight scaffold` can create a project in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Language {
+    Rust,
+    Python,
+    #[value(alias = "javascript")]
+    Js,
+    Go,
+    C,
+}
+
+impl Language {
+    /// The template directory's name.
+    fn template(self) -> &'static str {
+        match self {
+            Self::Rust => "rust",
+            Self::Python => "python",
+            Self::Js => "javascript",
+            Self::Go => "go",
+            Self::C => "c",
+        }
+    }
+}
+
+pub fn scaffold(args: ScaffoldArgs) -> Result<(), Problem> {
+    let directory = &args.directory;
+    let name = directory
+        .file_name()
+        .and_then(|name| name.to_str())
+        .filter(|name| valid_name(name))
+        .ok_or_else(|| {
+            Problem::Input(format!(
+                "{}: the project's name (its directory's) must be lowercase letters, digits and `-`, \
+                 starting with a letter",
+                directory.display()
+            ))
+        })?;
+    if directory
+        .read_dir()
+        .is_ok_and(|mut entries| entries.next().is_some())
+    {
+        return Err(Problem::Input(format!(
+            "{} exists and is not empty",
+            directory.display()
+        )));
+    }
+    let sdk = match &args.sdk {
+        Some(checkout) => {
+            let crate_dir = checkout.join("guest-sdk");
+            if !crate_dir.join("Cargo.toml").is_file() {
+                return Err(Problem::Input(format!(
+                    "--sdk {}: not a checkout of this project (no guest-sdk/Cargo.toml)",
+                    checkout.display()
+                )));
+            }
+            let absolute = std::path::absolute(&crate_dir).unwrap_or(crate_dir);
+            format!("{{ path = {:?} }}", absolute.display().to_string())
+        }
+        None => format!(
+            "{{ git = {REPOSITORY:?}, tag = \"v{}\" }}",
+            env!("CARGO_PKG_VERSION")
+        ),
+    };
+    let fill = |text: &str| {
+        text.replace("{{name}}", name)
+            .replace("{{crate}}", &name.replace('-', "_"))
+            .replace("{{preflight_guest}}", &sdk)
+    };
+    let language = args.lang;
+    let template = TEMPLATES
+        .get_dir(language.template())
+        .expect("every language has a template");
+    write_dir(template, directory, &fill)?;
+    let fixtures = TEMPLATES
+        .get_file("fixtures.yaml")
+        .and_then(|file| file.contents_utf8())
+        .expect("the fixtures template is text");
+    write(&directory.join("fixtures.yaml"), fill(fixtures).as_bytes())?;
+    match language {
+        Language::Rust => {}
+        Language::Python => {
+            write_dir(&PYTHON_SDK, &directory.join("preflight"), &str::to_owned)?;
+            write_dir(&GUEST_WIT, &directory.join("wit"), &str::to_owned)?;
+        }
+        Language::Js => {
+            write(&directory.join("preflight.js"), JAVASCRIPT_SDK.as_bytes())?;
+            write_dir(&GUEST_WIT, &directory.join("wit"), &str::to_owned)?;
+        }
+        Language::Go => {
+            write_dir(&GO_SDK, &directory.join("preflight-sdk"), &str::to_owned)?;
+            let sums = GO_SDK
+                .get_file("go.sum")
+                .and_then(|file| file.contents_utf8())
+                .unwrap_or_default();
+            write(&directory.join("go.sum"), sums.as_bytes())?;
+            write_contract_and_adapter(directory)?;
+        }
+        Language::C => {
+            write_dir(&C_SDK, &directory.join("preflight-sdk"), &str::to_owned)?;
+            write_contract_and_adapter(directory)?;
+        }
+    }
+    println!(
+        "created {} ({:?}): build it with `sh {}/build.sh`, then `preflight test --check {}/{name}.wasm {}/fixtures.yaml`",
+        directory.display(),
+        language.template(),
+        directory.display(),
+        directory.display(),
+        directory.display(),
+    );
+    Ok(())
+}
+
+/// Lowercase letters, digits and `-`, starting with a letter: a valid crate, Go module, npm package and
+/// ConfigMap name alike.
+fn valid_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// The contract (`wit/preflight.wit`) and the wasip1 reactor adapter, for languages built as wasip1 modules.
+fn write_contract_and_adapter(directory: &Path) -> Result<(), Problem> {
+    write(&directory.join("wit/preflight.wit"), CONTRACT.as_bytes())?;
+    write(
+        &directory.join("wasi_snapshot_preview1.reactor.wasm"),
+        wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+    )
+}
+
+/// Writes every file of `dir` under `target`, text passed through `fill`; skips Python's bytecode caches.
+fn write_dir(dir: &Dir<'_>, target: &Path, fill: &dyn Fn(&str) -> String) -> Result<(), Problem> {
+    for file in dir.files() {
+        let path = target.join(file.path().strip_prefix(dir.path()).unwrap_or(file.path()));
+        match file.contents_utf8() {
+            Some(text) => write(&path, fill(text).as_bytes())?,
+            None => write(&path, file.contents())?,
+        }
+        if path.extension().is_some_and(|extension| extension == "sh") {
+            make_executable(&path)?;
+        }
+    }
+    for sub in dir.dirs() {
+        if sub.path().ends_with("__pycache__") {
+            continue;
+        }
+        let relative = sub.path().strip_prefix(dir.path()).unwrap_or(sub.path());
+        write_dir(sub, &target.join(relative), fill)?;
+    }
+    Ok(())
+}
+
+fn write(path: &Path, contents: &[u8]) -> Result<(), Problem> {
+    let problem = |error: std::io::Error| Problem::Input(format!("{}: {error}", path.display()));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(problem)?;
+    }
+    std::fs::write(path, contents).map_err(problem)
+}
+
+fn make_executable(path: &Path) -> Result<(), Problem> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .map_err(|error| Problem::Input(format!("{}: {error}", path.display())))
+}
