@@ -1,0 +1,159 @@
+//! The example check in every guest language, in one run: component size raw and zstd-compressed, the
+//! ConfigMaps `preflight pack` writes for it, and `preflight bench` (fresh instance per evaluation) p50 and
+//! checks/s with 64 in flight, each as a ratio to the Rust build measured in the same round. Two rounds, the
+//! languages alternating within each, so that drift between phases shows and does not bias one language.
+//!
+//! Run: `cargo bench -p preflight --bench languages` (`BENCH_ROUNDS`, `BENCH_ITERATIONS` for the compiled
+//! languages; the interpreted ones get a tenth, at least 200).
+
+use preflight_test_support::{
+    build_c_check, build_check, build_go_check, build_js_check, build_python_check, fixture,
+};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A language's build of the example and how many evaluations a round gives it.
+struct Build {
+    language: &'static str,
+    component: PathBuf,
+    iterations: u32,
+}
+
+fn main() {
+    let rounds: usize = setting("BENCH_ROUNDS", 2);
+    let iterations: u32 = setting("BENCH_ITERATIONS", 2_000);
+    let interpreted = (iterations / 10).max(200);
+    let project = "plugins/dependency-ready";
+    let builds = [
+        ("rust", build_check("dependency-ready"), iterations),
+        ("c", build_c_check(project), iterations),
+        ("go", build_go_check(project), interpreted),
+        ("javascript", build_js_check(project), interpreted),
+        ("python", build_python_check(project), interpreted),
+    ]
+    .map(|(language, component, iterations)| Build {
+        language,
+        component,
+        iterations,
+    });
+    let config = std::env::temp_dir().join(format!("languages-bench-{}.json", std::process::id()));
+    std::fs::write(
+        &config,
+        r#"{"available": ["postgres-main"], "retryAfterSeconds": 600, "jitterPercent": 10}"#,
+    )
+    .expect("the configuration can be written");
+
+    println!("| language | raw | zstd -19 | ConfigMaps |");
+    println!("| --- | --- | --- | --- |");
+    for build in &builds {
+        let bytes = std::fs::read(&build.component).expect("the component is readable");
+        let compressed = zstd::encode_all(&bytes[..], 19).expect("zstd compresses");
+        println!(
+            "| {} | {} | {} | {} |",
+            build.language,
+            megabytes(bytes.len()),
+            megabytes(compressed.len()),
+            config_maps(&build.component)
+        );
+    }
+    for round in 1..=rounds {
+        println!("\nround {round}");
+        println!("| language | p50 | checks/s, 64 in flight | p50 ÷ Rust | checks/s ÷ Rust |");
+        println!("| --- | --- | --- | --- | --- |");
+        let mut rust: Option<(f64, f64)> = None;
+        for build in &builds {
+            let figures = bench(build, &config);
+            let p50 = figures["p50Us"].as_f64().expect("p50Us");
+            let per_second = figures["concurrentPerSecond"]
+                .as_f64()
+                .expect("concurrentPerSecond");
+            let (rust_p50, rust_per_second) = *rust.get_or_insert((p50, per_second));
+            println!(
+                "| {} | {p50:.1} µs | {per_second:.0} | {:.1}x | {:.3}x |",
+                build.language,
+                p50 / rust_p50,
+                per_second / rust_per_second
+            );
+        }
+    }
+    std::fs::remove_file(&config).expect("the configuration can be removed");
+}
+
+/// `preflight bench -o json` of one build on the waiting App.
+fn bench(build: &Build, config: &Path) -> Value {
+    let output = Command::new("timeout")
+        .arg("900")
+        .arg(env!("CARGO_BIN_EXE_preflight"))
+        .args([
+            "bench",
+            "-o",
+            "json",
+            "--timeout",
+            "10s",
+            "--concurrency",
+            "64",
+        ])
+        .arg("--iterations")
+        .arg(build.iterations.to_string())
+        .arg("--check")
+        .arg(&build.component)
+        .arg("--object")
+        .arg(fixture("app-waiting.yaml"))
+        .arg("--config")
+        .arg(config)
+        .env(
+            "PREFLIGHT_CACHE_DIR",
+            preflight_test_support::wasm_target_dir().join("compiled-checks"),
+        )
+        .output()
+        .expect("preflight bench runs");
+    assert!(
+        output.status.success(),
+        "{}: {}",
+        build.language,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("preflight bench prints JSON")
+}
+
+/// How many ConfigMaps `preflight pack` writes for the component (900 KiB parts).
+fn config_maps(component: &Path) -> usize {
+    let output = Command::new("timeout")
+        .arg("600")
+        .arg(env!("CARGO_BIN_EXE_preflight"))
+        .args([
+            "pack",
+            "--name",
+            "dependency-ready",
+            "--gates",
+            "App.apps.example.com",
+        ])
+        .arg(component)
+        .output()
+        .expect("preflight pack runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| *line == "kind: ConfigMap")
+        .count()
+}
+
+fn megabytes(bytes: usize) -> String {
+    if bytes >= 1_000_000 {
+        format!("{:.1} MB", bytes as f64 / 1e6)
+    } else {
+        format!("{} KB", bytes / 1000)
+    }
+}
+
+fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
