@@ -62,22 +62,27 @@ pf_outcome pf_requeue_after_ms(uint64_t delay_ms) {
 
 pf_outcome pf_block(void) { return outcome(false); }
 
-pf_outcome pf_error(const char *format, ...) {
+/* An error outcome with `reason` (NULL: the host's default) and a formatted message. */
+static pf_outcome verror(const char *reason, const char *format, va_list arguments) {
     pf_outcome result = outcome(false);
+    result.error = vformat(format, arguments);
+    result.reason = reason == NULL ? NULL : duplicate(reason);
+    return result;
+}
+
+pf_outcome pf_error(const char *format, ...) {
     va_list arguments;
     va_start(arguments, format);
-    result.error = vformat(format, arguments);
+    pf_outcome result = verror(NULL, format, arguments);
     va_end(arguments);
     return result;
 }
 
 pf_outcome pf_invalid_object(const char *format, ...) {
-    pf_outcome result = outcome(false);
     va_list arguments;
     va_start(arguments, format);
-    result.error = vformat(format, arguments);
+    pf_outcome result = verror("InvalidObject", format, arguments);
     va_end(arguments);
-    result.reason = duplicate("InvalidObject");
     return result;
 }
 
