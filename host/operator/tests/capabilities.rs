@@ -18,8 +18,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const SOON: Duration = Duration::from_secs(30);
-
 /// The check's settings: ask `server` under `/dependencies/`, retry after `retry_seconds` without jitter.
 fn external_dependency(server: &LoopbackServer, retry_seconds: u32) -> [(String, String); 2] {
     [
@@ -386,19 +384,7 @@ async fn a_configuration_the_check_rejects_is_reported_and_the_last_good_version
         ("http", good[1].1.as_str()),
     ];
     s.put("deps", &bad).await;
-    let rejected = eventually(
-        "the rejection on the ConfigMap",
-        Duration::from_secs(30),
-        || async {
-            let events: Api<k8s_openapi::api::events::v1::Event> =
-                Api::namespaced(s.client.clone(), &s.namespace);
-            let list = events.list(&Default::default()).await.ok()?;
-            list.items
-                .into_iter()
-                .find(|event| event.reason.as_deref() == Some("CheckRejected"))
-        },
-    )
-    .await;
+    let rejected = event(&s.client, &s.namespace, "CheckRejected").await;
     let note = rejected.note.unwrap_or_default();
     assert!(
         note.contains("must be an http:// or https:// URL"),

@@ -15,22 +15,10 @@ use preflight_test_support::check_bytes;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-const SOON: Duration = Duration::from_secs(30);
 const TEAM_LABEL: (&str, &str) = ("config", r#"{"labels": ["team"]}"#);
 const PANIC: (&str, &str) = ("config", r#"{"mode": "panic"}"#);
 
 /// The first Event in `namespace` with `reason`, waiting for it.
-async fn event(client: &Client, namespace: &str, reason: &str) -> KubeEvent {
-    let events: Api<KubeEvent> = Api::namespaced(client.clone(), namespace);
-    eventually(&format!("a {reason} Event"), SOON, || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items
-            .into_iter()
-            .find(|event| event.reason.as_deref() == Some(reason))
-    })
-    .await
-}
-
 async fn delete_check(scenario: &Scenario, name: &str) {
     Api::<ConfigMap>::namespaced(scenario.client.clone(), &scenario.namespace)
         .delete(name, &DeleteParams::default())
@@ -751,7 +739,7 @@ async fn events_about(
     list.items
         .into_iter()
         .filter(|event| event.reason.as_deref() == Some(reason))
-        .filter(|event| event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|event| regarding(event) == Some(name))
         .collect()
 }
 

@@ -13,7 +13,6 @@ use preflight_test_support::check_bytes;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-const SOON: Duration = Duration::from_secs(30);
 const TEAM_LABEL: (&str, &str) = ("config", r#"{"labels": ["team"]}"#);
 
 /// The Lease's holder and renew time.

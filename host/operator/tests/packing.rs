@@ -5,16 +5,13 @@
 mod operator_support;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event as KubeEvent;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use operator_support::*;
 use preflight_kube_harness::eventually;
 use preflight_operator::{Package, pack};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-const SOON: Duration = Duration::from_secs(30);
 
 /// `component` as another component: the same code with a custom section appended (another digest).
 fn another_version(component: &[u8]) -> Vec<u8> {
@@ -90,16 +87,11 @@ async fn a_check_in_parts_gates_and_a_missing_part_keeps_the_last_good_version()
             apply(&s.client, &s.namespace, config_map).await;
         }
     }
-    let events: Api<KubeEvent> = Api::namespaced(s.client.clone(), &s.namespace);
-    let rejected = eventually("the missing part reported", SOON, || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items.into_iter().find(|event| {
-            event.reason.as_deref() == Some("CheckRejected")
-                && event
-                    .note
-                    .as_deref()
-                    .is_some_and(|note| note.contains("part 2 of"))
-        })
+    let rejected = event_where(&s.client, &s.namespace, "CheckRejected", |event| {
+        event
+            .note
+            .as_deref()
+            .is_some_and(|note| note.contains("part 2 of"))
     })
     .await;
     let note = rejected.note.unwrap();
@@ -182,21 +174,20 @@ async fn a_python_check_in_parts_gates_exactly_like_the_rust_one() {
         &[],
     )
     .await;
-    let patient = &s;
-    let operator = patient.operator().await;
-    let python_waits = patient.wait("waits", "False", "DependencyMissing").await;
-    patient.wait("ready", "True", "DependenciesAvailable").await;
+    let operator = s.operator().await;
+    let python_waits = s.wait("waits", "False", "DependencyMissing").await;
+    s.wait("ready", "True", "DependenciesAvailable").await;
 
     // The Rust build in its place says the same.
-    Api::<ConfigMap>::namespaced(patient.client.clone(), &patient.namespace)
+    Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace)
         .delete("deps-python", &Default::default())
         .await
         .unwrap();
-    for config_map in shipped("deps-rust", &patient.wasm) {
-        apply(&patient.client, &patient.namespace, &config_map).await;
+    for config_map in shipped("deps-rust", &s.wasm) {
+        apply(&s.client, &s.namespace, &config_map).await;
     }
     let rust_waits = eventually("the Rust check's condition", SOON, || async {
-        condition(&patient.client, &patient.kind, &patient.namespace, "waits")
+        condition(&s.client, &s.kind, &s.namespace, "waits")
             .await
             .filter(|condition| condition.message.starts_with("deps-rust"))
     })

@@ -5,8 +5,7 @@
 
 mod operator_support;
 
-use k8s_openapi::api::events::v1::Event as KubeEvent;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use operator_support::*;
 use preflight_kube_harness::eventually;
@@ -14,7 +13,6 @@ use preflight_operator::PAUSE_FIELD_MANAGER;
 use serde_json::json;
 use std::time::Duration;
 
-const SOON: Duration = Duration::from_secs(30);
 const TEAM_LABEL: (&str, &str) = ("config", r#"{"labels": ["team"]}"#);
 
 /// A kind like Flux's sources: `spec.suspend` (boolean) stops its controller.
@@ -178,13 +176,8 @@ async fn an_annotation_switch_cycles_and_another_managers_value_is_left_alone() 
         (object.annotations().get(annotation).map(String::as_str) == Some("true")).then_some(())
     })
     .await;
-    let events: Api<KubeEvent> = Api::namespaced(s.client.clone(), &s.namespace);
-    let refused = eventually("a PauseOwnedElsewhere Event", SOON, || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items.into_iter().find(|event| {
-            event.reason.as_deref() == Some("PauseOwnedElsewhere")
-                && event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("held")
-        })
+    let refused = event_where(&s.client, &s.namespace, "PauseOwnedElsewhere", |event| {
+        regarding(event) == Some("held")
     })
     .await;
     assert!(refused.note.unwrap_or_default().contains(annotation));

@@ -6,10 +6,12 @@
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
 };
 use preflight_kube_harness::{apply_crd, eventually};
 use preflight_operator::engine::{EngineConfig, Limits};
@@ -20,6 +22,39 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// How long an end-to-end test waits for something the operator does promptly.
+pub const SOON: Duration = Duration::from_secs(30);
+
+/// The first Event in `namespace` with `reason` that `matches`, waited for up to [`SOON`].
+pub async fn event_where(
+    client: &Client,
+    namespace: &str,
+    reason: &str,
+    matches: impl Fn(&KubeEvent) -> bool,
+) -> KubeEvent {
+    let events: Api<KubeEvent> = Api::namespaced(client.clone(), namespace);
+    eventually(&format!("a matching {reason} Event"), SOON, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|event| event.reason.as_deref() == Some(reason) && matches(event))
+    })
+    .await
+}
+
+/// The first Event in `namespace` with `reason`, waited for up to [`SOON`].
+pub async fn event(client: &Client, namespace: &str, reason: &str) -> KubeEvent {
+    event_where(client, namespace, reason, |_| true).await
+}
+
+/// The object an Event is about, by name.
+pub fn regarding(event: &KubeEvent) -> Option<&str> {
+    event
+        .regarding
+        .as_ref()
+        .and_then(|object| object.name.as_deref())
+}
 
 /// A namespaced kind made for one test.
 pub struct TestKind {
