@@ -1,7 +1,8 @@
 //! The example check in every guest language, in one run: component size raw and zstd-compressed, the
-//! ConfigMaps `preflight pack` writes for it, and `preflight bench` (fresh instance per evaluation) p50 and
-//! checks/s with 64 in flight, each as a ratio to the Rust build measured in the same round. Two rounds, the
-//! languages alternating within each, so that drift between phases shows and does not bias one language.
+//! ConfigMaps `preflight pack` writes for it, and `preflight bench` p50 and checks/s with 64 in flight, with a
+//! fresh instance per evaluation and with instances reused 100 times (`isolation: reuse`), each as a ratio to
+//! the Rust build's fresh instances measured in the same round. Two rounds, the languages alternating within
+//! each, so that drift between phases shows and does not bias one language.
 //!
 //! Run: `cargo bench -p preflight --bench languages` (`BENCH_ROUNDS`, `BENCH_ITERATIONS` for the compiled
 //! languages; the interpreted ones get a tenth, at least 200).
@@ -59,29 +60,37 @@ fn main() {
     }
     for round in 1..=rounds {
         println!("\nround {round}");
-        println!("| language | p50 | checks/s, 64 in flight | p50 ÷ Rust | checks/s ÷ Rust |");
-        println!("| --- | --- | --- | --- | --- |");
+        println!(
+            "| language | instances | p50 | checks/s, 64 in flight | p50 ÷ Rust fresh | checks/s ÷ Rust fresh |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- |");
         let mut rust: Option<(f64, f64)> = None;
         for build in &builds {
-            let figures = bench(build, &config);
-            let p50 = figures["p50Us"].as_f64().expect("p50Us");
-            let per_second = figures["concurrentPerSecond"]
-                .as_f64()
-                .expect("concurrentPerSecond");
-            let (rust_p50, rust_per_second) = *rust.get_or_insert((p50, per_second));
-            println!(
-                "| {} | {p50:.1} µs | {per_second:.0} | {:.1}x | {:.3}x |",
-                build.language,
-                p50 / rust_p50,
-                per_second / rust_per_second
-            );
+            for reuse in [None, Some(REUSES)] {
+                let figures = bench(build, &config, reuse);
+                let p50 = figures["p50Us"].as_f64().expect("p50Us");
+                let per_second = figures["concurrentPerSecond"]
+                    .as_f64()
+                    .expect("concurrentPerSecond");
+                let (rust_p50, rust_per_second) = *rust.get_or_insert((p50, per_second));
+                println!(
+                    "| {} | {} | {p50:.1} µs | {per_second:.0} | {:.2}x | {:.3}x |",
+                    build.language,
+                    reuse.map_or_else(|| "fresh".to_owned(), |uses| format!("reused {uses}x")),
+                    p50 / rust_p50,
+                    per_second / rust_per_second
+                );
+            }
         }
     }
     std::fs::remove_file(&config).expect("the configuration can be removed");
 }
 
-/// `preflight bench -o json` of one build on the waiting App.
-fn bench(build: &Build, config: &Path) -> Value {
+/// Evaluations per instance in the reuse rows.
+const REUSES: u32 = 100;
+
+/// `preflight bench -o json` of one build on the waiting App, reusing instances `reuse` times if given.
+fn bench(build: &Build, config: &Path, reuse: Option<u32>) -> Value {
     let output = Command::new("timeout")
         .arg("900")
         .arg(env!("CARGO_BIN_EXE_preflight"))
@@ -102,6 +111,7 @@ fn bench(build: &Build, config: &Path) -> Value {
         .arg(fixture("app-waiting.yaml"))
         .arg("--config")
         .arg(config)
+        .args(reuse.map(|uses| format!("--reuse={uses}")))
         .env(
             "PREFLIGHT_CACHE_DIR",
             preflight_test_support::wasm_target_dir().join("compiled-checks"),

@@ -187,6 +187,10 @@ struct BenchArgs {
     /// Evaluations in flight in the concurrent phase.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     concurrency: u32,
+    /// Reuse instances, each for this many evaluations (`isolation: reuse` in a check ConfigMap), instead of
+    /// a fresh instance per evaluation.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    reuse: Option<u32>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     output: Format,

@@ -9,9 +9,10 @@ use crate::disk_cache::DiskCache;
 use crate::error::Error;
 use crate::guest_state::{GuestState, LOG_BYTES_CAP, MemoryLimitExceeded, TableLimitExceeded};
 use crate::imports;
-use crate::limits::Limits;
+use crate::limits::{Isolation, Limits};
 use crate::outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
 use crate::request::Request;
+use crate::reuse::{Warm, WarmKey, WarmPool};
 use crate::validate::{self, Interface, same_minor};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{
     Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
@@ -68,7 +70,10 @@ impl Default for EngineConfig {
 pub struct Engine {
     engine: wasmtime::Engine,
     linker: Linker<GuestState>,
-    slots: tokio::sync::Semaphore,
+    /// One permit per evaluation the pooling allocator has room for (idle reused instances keep theirs).
+    slots: Arc<tokio::sync::Semaphore>,
+    /// Idle instances of checks whose isolation is [`Isolation::Reuse`].
+    warm: WarmPool,
     max_memory_bytes: usize,
     loaded: Mutex<HashMap<Digest, Weak<Check>>>,
     /// One lock per digest being compiled, so that concurrent loads of the same bytes compile once.
@@ -96,6 +101,28 @@ async fn within<T>(
                 limits.effective_timeout(),
             )))
         })
+}
+
+/// Arms `store` for one call under `limits`, started at `started`: the host-call budget, and an epoch
+/// deadline that yields to other tasks every tick and traps at the deadline it returns.
+fn arm(store: &mut Store<GuestState>, limits: &Limits, started: Instant) -> Instant {
+    store.set_hostcall_fuel(hostcall_budget(limits));
+    let timeout = limits.effective_timeout();
+    let deadline = started + timeout;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Err(wasmtime::Error::new(DeadlineExceeded(timeout)))
+        } else {
+            // tokio runs a task woken by a plain `Yield` next, on the same worker; `yield_now` puts it
+            // behind the other ready tasks and the I/O driver.
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
+        }
+    });
+    deadline
 }
 
 impl Engine {
@@ -137,7 +164,8 @@ impl Engine {
             _ticker: EpochTicker::start(engine.clone(), config.epoch_tick),
             engine,
             linker,
-            slots: tokio::sync::Semaphore::new(slots as usize),
+            slots: Arc::new(tokio::sync::Semaphore::new(slots as usize)),
+            warm: WarmPool::new((slots as usize / 2).max(1)),
             max_memory_bytes: config.max_memory_bytes,
             loaded: Mutex::new(HashMap::new()),
             compiling: Mutex::new(HashMap::new()),
@@ -236,15 +264,18 @@ impl Engine {
         limits: &Limits,
         grants: &Grants,
     ) -> Evaluation {
-        // The semaphore is never closed, so acquiring only waits for a free pool slot.
-        let _slot = self.slots.acquire().await.ok();
+        if let Isolation::Reuse { max_uses } = limits.isolation {
+            return self
+                .evaluate_reusing(check, request, limits, grants, max_uses)
+                .await;
+        }
+        let _slot = self.slot().await;
         let started = Instant::now();
-        let (mut store, deadline) = self.store(request, limits, grants, started);
+        let mut store = self.new_store(request, limits, grants);
+        let deadline = arm(&mut store, limits, started);
         let run = async {
-            match &check.contract {
-                Contract::V0_1(pre) => call_check!(v0_1, pre, &mut store, request),
-                Contract::V0_2 { pre, .. } => call_check!(v0_2, pre, &mut store, request),
-            }
+            let bound = Bound::instantiate(&check.contract, &mut store).await?;
+            bound.call(&mut store, request).await
         };
         let result = within(deadline, limits, run).await;
         let duration = started.elapsed();
@@ -260,6 +291,88 @@ impl Engine {
             logs: state.logs,
             logs_dropped: state.logs_dropped,
         }
+    }
+
+    /// [`Engine::evaluate_with`] for [`Isolation::Reuse`]: an idle instance of the same check, configuration
+    /// and namespace when there is one (else a new one), kept afterwards for at most `max_uses` evaluations
+    /// unless the evaluation failed in any way but the check's own error.
+    async fn evaluate_reusing(
+        &self,
+        check: &Check,
+        request: &Request,
+        limits: &Limits,
+        grants: &Grants,
+        max_uses: u32,
+    ) -> Evaluation {
+        let key = WarmKey::of(check.digest(), request);
+        let (mut store, bound, uses, slot) = match self.warm.take(&key) {
+            Some(warm) => (warm.store, Some(warm.bound), warm.uses, warm.slot),
+            None => {
+                let slot = self.slot().await;
+                (self.new_store(request, limits, grants), None, 0, slot)
+            }
+        };
+        let started = Instant::now();
+        store.data_mut().begin(request.now, grants, &request.target);
+        let deadline = arm(&mut store, limits, started);
+        let run = async {
+            let bound = match bound {
+                Some(bound) => bound,
+                None => Bound::instantiate(&check.contract, &mut store).await?,
+            };
+            let result = bound.call(&mut store, request).await?;
+            wasmtime::Result::Ok((bound, result))
+        };
+        let result = within(deadline, limits, run).await;
+        let duration = started.elapsed();
+        let (outcome, healthy) = match result {
+            Ok((bound, result)) => {
+                let outcome = verdict_of(result, limits);
+                let healthy = match &outcome {
+                    Ok(_) => true,
+                    Err(failure) => failure.kind == FailureKind::CheckError,
+                };
+                (outcome, healthy.then_some(bound))
+            }
+            Err(error) => (Err(classify(&error, store.data(), limits)), None),
+        };
+        let state = store.data_mut();
+        let evaluation = Evaluation {
+            outcome,
+            duration,
+            refusals: state.take_refusals(),
+            logs: std::mem::take(&mut state.logs),
+            logs_dropped: state.logs_dropped,
+        };
+        if let Some(bound) = healthy
+            && uses + 1 < max_uses
+        {
+            let uses = uses + 1;
+            self.warm.put(
+                key,
+                Warm {
+                    store,
+                    bound,
+                    uses,
+                    slot,
+                },
+            );
+        }
+        evaluation
+    }
+
+    /// A pool slot for one evaluation. When none is free, an idle reused instance is retired to make
+    /// room before waiting. (The semaphore is never closed, so acquiring only waits.)
+    async fn slot(&self) -> Option<OwnedSemaphorePermit> {
+        if let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() {
+            return Some(slot);
+        }
+        if self.warm.evict_one()
+            && let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned()
+        {
+            return Some(slot);
+        }
+        Arc::clone(&self.slots).acquire_owned().await.ok()
     }
 
     /// Calls the check's `configure.validate-config` on `config` (JSON), in a fresh instance under `limits`
@@ -279,7 +392,7 @@ impl Engine {
         else {
             return Ok(());
         };
-        let _slot = self.slots.acquire().await.ok();
+        let _slot = self.slot().await;
         let started = Instant::now();
         let request = Request {
             object: String::new(),
@@ -287,7 +400,8 @@ impl Engine {
             target: crate::Target::default(),
             now: SystemTime::now(),
         };
-        let (mut store, deadline) = self.store(&request, limits, &Grants::default(), started);
+        let mut store = self.new_store(&request, limits, &Grants::default());
+        let deadline = arm(&mut store, limits, started);
         let run = async {
             let instance = pre.instance_pre().instantiate_async(&mut store).await?;
             let validate =
@@ -306,15 +420,8 @@ impl Engine {
         }
     }
 
-    /// A store for one call under `limits`: memory limiter, host-call budget, and an epoch deadline that
-    /// yields to other tasks every tick and traps at the deadline it returns.
-    fn store(
-        &self,
-        request: &Request,
-        limits: &Limits,
-        grants: &Grants,
-        started: Instant,
-    ) -> (Store<GuestState>, Instant) {
+    /// A store for a check's instance under `limits`' memory cap, begun for `request`.
+    fn new_store(&self, request: &Request, limits: &Limits, grants: &Grants) -> Store<GuestState> {
         let mut store = Store::new(
             &self.engine,
             GuestState::new(
@@ -325,23 +432,7 @@ impl Engine {
             ),
         );
         store.limiter(|state| state);
-        store.set_hostcall_fuel(hostcall_budget(limits));
-        let timeout = limits.effective_timeout();
-        let deadline = started + timeout;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Err(wasmtime::Error::new(DeadlineExceeded(timeout)))
-            } else {
-                // tokio runs a task woken by a plain `Yield` next, on the same worker; `yield_now` puts it
-                // behind the other ready tasks and the I/O driver.
-                Ok(UpdateDeadline::YieldCustom(
-                    1,
-                    Box::pin(tokio::task::yield_now()),
-                ))
-            }
-        });
-        (store, deadline)
+        store
     }
 
     fn compile(&self, bytes: &[u8], digest: Digest) -> Result<Component, Error> {
@@ -401,21 +492,45 @@ macro_rules! wit_request {
         }
     }};
 }
-use wit_request;
 
-/// Instantiates `$pre` (bindings of contract module `$version`) in `$store` and calls its check on
-/// `$request`, returning a [`RawResult`].
-macro_rules! call_check {
-    ($version:ident, $pre:expr, $store:expr, $request:expr) => {{
-        let instance = $pre.instantiate_async($store).await?;
-        let result = instance
-            .preflight_check_evaluate()
-            .call_check($store, &wit_request!($version, $request))
-            .await?;
-        wasmtime::Result::Ok(RawResult::from(result))
-    }};
+/// A check's instance, through the bindings of its contract version.
+pub(crate) enum Bound {
+    V0_1(v0_1::PreflightCheck),
+    V0_2(v0_2::PreflightCheck),
 }
-use call_check;
+
+impl Bound {
+    /// Instantiates the check in `store`.
+    async fn instantiate(
+        contract: &Contract,
+        store: &mut Store<GuestState>,
+    ) -> wasmtime::Result<Self> {
+        Ok(match contract {
+            Contract::V0_1(pre) => Self::V0_1(pre.instantiate_async(store).await?),
+            Contract::V0_2 { pre, .. } => Self::V0_2(pre.instantiate_async(store).await?),
+        })
+    }
+
+    /// Calls the check's `evaluate.check` on `request`.
+    async fn call(
+        &self,
+        store: &mut Store<GuestState>,
+        request: &Request,
+    ) -> wasmtime::Result<RawResult> {
+        Ok(match self {
+            Self::V0_1(instance) => instance
+                .preflight_check_evaluate()
+                .call_check(store, &wit_request!(v0_1, request))
+                .await?
+                .into(),
+            Self::V0_2(instance) => instance
+                .preflight_check_evaluate()
+                .call_check(store, &wit_request!(v0_2, request))
+                .await?
+                .into(),
+        })
+    }
+}
 
 /// A check's result in any contract version: a 0.1 result has no outputs.
 struct RawResult {

@@ -70,11 +70,13 @@ pub(crate) struct TableLimitExceeded {
     pub desired: usize,
 }
 
-/// Data of one store: created for one evaluation, dropped with it.
+/// Data of one store: created for one evaluation and dropped with it, or, for a reused instance, begun
+/// anew for each evaluation it serves ([`GuestState::begin`]).
 pub(crate) struct GuestState {
     memory_limit: usize,
-    /// The request's time: what `wasi:clocks/wall-clock` reads, so that an evaluation replays exactly.
-    now: SystemTime,
+    /// The request's time: what `wasi:clocks/wall-clock` reads, so that an evaluation replays exactly
+    /// (shared with the clock inside the WASI context, which outlives one evaluation of a reused instance).
+    now: Arc<Mutex<SystemTime>>,
     /// Built on first use: most Rust checks never touch WASI, and building it costs more than an instance.
     wasi: Option<WasiCtx>,
     table: ResourceTable,
@@ -97,13 +99,28 @@ struct Lookups {
     left: u32,
 }
 
+impl Lookups {
+    fn new(grants: &Grants, target: &Target) -> Self {
+        let budget = grants.lookups_budget();
+        Self {
+            // The target is copied only for a check that may look up: the evaluation path of the others
+            // allocates nothing for lookups.
+            granted: grants
+                .cluster
+                .as_ref()
+                .map(|cluster| (Arc::clone(cluster), target.clone())),
+            budget,
+            left: budget,
+        }
+    }
+}
+
 impl GuestState {
     pub fn new(memory_limit: usize, now: SystemTime, grants: &Grants, target: &Target) -> Self {
         let refusals = Arc::new(Mutex::new(Vec::new()));
-        let budget = grants.lookups_budget();
         Self {
             memory_limit,
-            now,
+            now: Arc::new(Mutex::new(now)),
             wasi: None,
             table: ResourceTable::new(),
             logs: Vec::new(),
@@ -112,18 +129,22 @@ impl GuestState {
             stderr: StderrTail::default(),
             http: WasiHttpCtx::new(),
             outbound_http: OutboundHttp::new(grants.http.clone(), Arc::clone(&refusals)),
-            lookups: Lookups {
-                // The target is copied only for a check that may look up: the evaluation path of the
-                // others allocates nothing for lookups.
-                granted: grants
-                    .cluster
-                    .as_ref()
-                    .map(|cluster| (Arc::clone(cluster), target.clone())),
-                budget,
-                left: budget,
-            },
+            lookups: Lookups::new(grants, target),
             refusals,
         }
+    }
+
+    /// Starts another evaluation in a reused instance: the request's time and grants, and empty logs,
+    /// stderr tail and refusals. What the instance itself holds (its memory, WASI and resource state) stays.
+    pub fn begin(&mut self, now: SystemTime, grants: &Grants, target: &Target) {
+        *self.now.lock().unwrap_or_else(PoisonError::into_inner) = now;
+        self.logs.clear();
+        self.logs_dropped = 0;
+        self.log_bytes = 0;
+        self.stderr.clear();
+        self.refusals = Arc::new(Mutex::new(Vec::new()));
+        self.outbound_http = OutboundHttp::new(grants.http.clone(), Arc::clone(&self.refusals));
+        self.lookups = Lookups::new(grants, target);
     }
 
     /// What the host refused the check or could not complete for it, in order.
@@ -298,7 +319,7 @@ impl WasiView for GuestState {
     /// discarded stdout, stderr kept only in a small tail (quoted when the check traps), no TCP, UDP or
     /// name lookup and every socket address denied, and a wall clock stopped at the request's time.
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        let (now, stderr) = (self.now, &self.stderr);
+        let (now, stderr) = (Arc::clone(&self.now), &self.stderr);
         WasiCtxView {
             ctx: self.wasi.get_or_insert_with(|| {
                 WasiCtx::builder()
@@ -317,7 +338,7 @@ impl WasiView for GuestState {
 /// A wall clock that always reads one instant: the request's `now`. A check that asks the clock for the
 /// date (as most languages' date libraries do) sees the same time as the request carries, so an
 /// evaluation replayed with `--now` is exact. Durations are measured with the monotonic clock, which is real.
-struct StoppedWallClock(SystemTime);
+struct StoppedWallClock(Arc<Mutex<SystemTime>>);
 
 impl HostWallClock for StoppedWallClock {
     fn resolution(&self) -> Duration {
@@ -326,6 +347,8 @@ impl HostWallClock for StoppedWallClock {
 
     fn now(&self) -> Duration {
         self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
     }

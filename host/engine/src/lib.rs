@@ -30,6 +30,7 @@ pub mod measure;
 mod outbound_http;
 mod outcome;
 mod request;
+mod reuse;
 mod stderr_tail;
 mod validate;
 
@@ -40,7 +41,7 @@ pub use engine::{Engine, EngineConfig};
 pub use error::Error;
 pub use guest_state::{LogLevel, LogLine};
 pub use http_policy::{HttpPolicy, UrlPattern, forbidden_address};
-pub use limits::{Limits, parse_size};
+pub use limits::{Isolation, Limits, parse_size};
 pub use outbound_http::HttpGrant;
 pub use outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
 pub use request::{Request, Target};

@@ -1,4 +1,5 @@
-//! The budget of one evaluation: wall time, linear memory, and the size of what a check may return.
+//! The budget of one evaluation (wall time, linear memory, the size of what a check may return) and how
+//! evaluations of a check share instances.
 
 use std::time::Duration;
 
@@ -12,6 +13,31 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Cap on the bytes of `reason` + `message` + `error` in the result.
     pub max_result_bytes: usize,
+    /// A fresh instance per evaluation (the default), or instances reused between evaluations.
+    pub isolation: Isolation,
+}
+
+/// Whether an evaluation gets an instance of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// A fresh instance per evaluation: nothing a check keeps in memory outlives its evaluation.
+    #[default]
+    Fresh,
+    /// An instance serves up to `max_uses` evaluations of the same check (same digest) with the same
+    /// configuration for objects of the same namespace, one at a time, and is retired sooner after a trap,
+    /// a timeout, a memory failure or a result the host refused. What is lost: anything the check keeps in
+    /// memory (globals, caches, its heap) is seen by the next evaluations of that check, configuration and
+    /// namespace; other namespaces, configurations and checks never share an instance. What is gained: the
+    /// language runtime's start (Go's runtime, an interpreter's snapshot) is paid once per `max_uses`.
+    Reuse {
+        /// Evaluations one instance serves before it is retired (at least 1).
+        max_uses: u32,
+    },
+}
+
+impl Isolation {
+    /// Evaluations a reused instance serves when the check's ConfigMap does not say.
+    pub const DEFAULT_MAX_USES: u32 = 100;
 }
 
 impl Limits {
@@ -37,6 +63,7 @@ impl Default for Limits {
             timeout: Self::DEFAULT_TIMEOUT,
             memory_bytes: Self::DEFAULT_MEMORY_BYTES,
             max_result_bytes: Self::DEFAULT_MAX_RESULT_BYTES,
+            isolation: Isolation::Fresh,
         }
     }
 }

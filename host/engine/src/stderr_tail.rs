@@ -28,6 +28,11 @@ impl StderrTail {
         (!text.is_empty()).then(|| text.to_owned())
     }
 
+    /// Forgets what was written (a reused instance starts each evaluation with an empty tail).
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
     fn append(&self, data: &[u8]) {
         let mut bytes = self.lock();
         let data = &data[data.len().saturating_sub(STDERR_TAIL_BYTES)..];

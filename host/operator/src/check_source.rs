@@ -11,7 +11,7 @@ use crate::parts::{self, PARTS_KEY};
 use crate::pause::PauseSwitch;
 use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection};
 use k8s_openapi::api::core::v1::ConfigMap;
-use preflight_engine::{Digest, Limits};
+use preflight_engine::{Digest, Isolation, Limits};
 use std::io::Read;
 
 /// The label that selects check ConfigMaps and names the kind they gate (`Kind.group`).
@@ -22,12 +22,14 @@ pub const COMPONENT_KEY: &str = "check.wasm";
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The `data` keys a check ConfigMap may carry; any other key is rejected as a likely typo.
-const DATA_KEYS: [&str; 13] = [
+const DATA_KEYS: [&str; 15] = [
     "gates",
     "versions",
     "order",
     "timeout",
     "memoryLimit",
+    "isolation",
+    "maxUses",
     "failurePolicy",
     "config",
     "sha256",
@@ -121,6 +123,7 @@ pub fn from_config_maps(
             _ => problems.push(format!("memoryLimit `{value}` is not a size such as 64MiB")),
         }
     }
+    limits.isolation = isolation(text("isolation"), text("maxUses"), &mut problems);
     let versions = text("versions").map_or_else(Vec::new, |value| {
         value
             .split(',')
@@ -246,6 +249,39 @@ fn decompress(bytes: &[u8]) -> Result<Vec<u8>, String> {
     Ok(component)
 }
 
+/// The `isolation` key (`fresh`, the default, or `reuse`) and `maxUses` (evaluations per reused instance,
+/// only with `reuse`; default [`Isolation::DEFAULT_MAX_USES`]).
+fn isolation(
+    isolation: Option<&str>,
+    max_uses: Option<&str>,
+    problems: &mut Vec<String>,
+) -> Isolation {
+    let max_uses = max_uses.and_then(|value| match value.parse::<u32>() {
+        Ok(uses) if uses > 0 => Some(uses),
+        _ => {
+            problems.push(format!("maxUses `{value}` is not a positive integer"));
+            None
+        }
+    });
+    match isolation.unwrap_or("fresh") {
+        "fresh" => {
+            if max_uses.is_some() {
+                problems.push("maxUses applies only to `isolation: reuse`".to_owned());
+            }
+            Isolation::Fresh
+        }
+        "reuse" => Isolation::Reuse {
+            max_uses: max_uses.unwrap_or(Isolation::DEFAULT_MAX_USES),
+        },
+        other => {
+            problems.push(format!(
+                "isolation `{other}` is neither `fresh` nor `reuse`"
+            ));
+            Isolation::Fresh
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,6 +365,8 @@ mod tests {
                     ("order", "-3"),
                     ("timeout", "250ms"),
                     ("memoryLimit", "16MiB"),
+                    ("isolation", "reuse"),
+                    ("maxUses", "20"),
                     ("failurePolicy", "Ignore"),
                     ("config", "available: [postgres]\nretryAfterSeconds: 5"),
                     ("sha256", &pinned),
@@ -343,6 +381,10 @@ mod tests {
         assert_eq!(source.settings.order, -3);
         assert_eq!(source.settings.limits.timeout, Duration::from_millis(250));
         assert_eq!(source.settings.limits.memory_bytes, 16 << 20);
+        assert_eq!(
+            source.settings.limits.isolation,
+            Isolation::Reuse { max_uses: 20 }
+        );
         assert_eq!(source.settings.failure_policy, FailurePolicy::Ignore);
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&source.settings.config).unwrap(),
@@ -402,6 +444,8 @@ mod tests {
                 ("order", "first"),
                 ("timeout", "soon"),
                 ("memoryLimit", "lots"),
+                ("isolation", "shared"),
+                ("maxUses", "0"),
                 ("config", "{unclosed"),
                 ("sha256", &"0".repeat(64)),
             ],
@@ -416,6 +460,8 @@ mod tests {
                 "order `first` is not an integer",
                 "timeout `soon`",
                 "memoryLimit `lots`",
+                "isolation `shared` is neither `fresh` nor `reuse`",
+                "maxUses `0` is not a positive integer",
                 "config is not YAML or JSON",
                 "not the pinned 0000",
             ],

@@ -6,7 +6,11 @@
 
 #include "preflight.h"
 
+/* Evaluations this instance has served: 1 in a fresh instance, more when the host reuses instances. */
+static unsigned calls;
+
 static pf_outcome check(const pf_request *request) {
+    calls++;
     const pf_json *spec = pf_json_get(request->object, "spec");
     const char *behave = pf_json_string(pf_json_get(spec, "behave"));
     if (behave == NULL) {
@@ -29,6 +33,11 @@ static pf_outcome check(const pf_request *request) {
         }
         uint64_t delay = seconds == NULL ? 0 : (uint64_t)count;
         return pf_because(pf_requeue_after_ms(delay * 1000), "Waiting", "waiting %llu s", (unsigned long long)delay);
+    }
+    if (strcmp(behave, "count") == 0) {
+        char count[16];
+        snprintf(count, sizeof count, "%u", calls);
+        return pf_output(pf_because(pf_proceed(), "Counted", "%s", ""), "calls", count);
     }
     if (strcmp(behave, "block") == 0) return pf_because(pf_block(), "Blocked", "blocked");
     if (strcmp(behave, "error") == 0) return pf_because(pf_error("it failed"), "Failed", "%s", "");

@@ -21,7 +21,12 @@ type config struct {
 	Greeting string `json:"greeting"`
 }
 
+// calls counts the evaluations this instance has served: 1 in a fresh instance, more when the host
+// reuses instances.
+var calls int
+
 func check(request preflight.Request) preflight.Outcome {
+	calls++
 	var probe object
 	if err := request.DecodeObject(&probe); err != nil {
 		return preflight.InvalidObject(err)
@@ -42,6 +47,8 @@ func check(request preflight.Request) preflight.Outcome {
 	case "requeue":
 		return preflight.RequeueAfter(time.Duration(probe.Spec.Seconds)*time.Second).
 			Because("Waiting", fmt.Sprintf("waiting %d s", probe.Spec.Seconds))
+	case "count":
+		return preflight.Proceed().Because("Counted", "").Output("calls", strconv.Itoa(calls))
 	case "block":
 		return preflight.Block().Because("Blocked", "blocked")
 	case "error":

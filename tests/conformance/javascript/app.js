@@ -1,7 +1,11 @@
 // The conformance check in JavaScript (see tests/conformance/README.md): what it does is picked by spec.behave.
 import { InvalidObject, Outcome, exports } from "./preflight.js";
 
+// Evaluations this instance has served: 1 in a fresh instance, more when the host reuses instances.
+let calls = 0;
+
 function check(request) {
+  calls += 1;
   const spec = request.object.spec;
   if (typeof spec !== "object" || spec === null || typeof spec.behave !== "string") {
     throw new InvalidObject("the object does not match the check's type: spec.behave is not a string");
@@ -20,6 +24,8 @@ function check(request) {
       }
       return Outcome.requeueAfter(seconds).because("Waiting", `waiting ${seconds} s`);
     }
+    case "count":
+      return Outcome.proceed().because("Counted", "").output("calls", String(calls));
     case "block":
       return Outcome.block().because("Blocked", "blocked");
     case "error":

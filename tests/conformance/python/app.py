@@ -4,8 +4,13 @@ import os
 
 import preflight
 
+# Evaluations this instance has served: 1 in a fresh instance, more when the host reuses instances.
+calls = 0
+
 
 def check(request):
+    global calls
+    calls += 1
     spec = request.object.get("spec")
     if not isinstance(spec, dict) or not isinstance(spec.get("behave"), str):
         raise preflight.InvalidObject("the object does not match the check's type: spec.behave is not a string")
@@ -20,6 +25,8 @@ def check(request):
         if type(seconds) is not int or seconds < 0:
             raise preflight.InvalidObject("the object does not match the check's type: spec.seconds is not a count")
         return preflight.Outcome.requeue_after(seconds).because("Waiting", f"waiting {seconds} s")
+    if behave == "count":
+        return preflight.Outcome.proceed().because("Counted").output("calls", str(calls))
     if behave == "block":
         return preflight.Outcome.block().because("Blocked", "blocked")
     if behave == "error":

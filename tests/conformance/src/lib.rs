@@ -3,6 +3,7 @@
 
 use preflight_guest::{Object, Outcome, Request};
 use serde::Deserialize;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// The part of the object this check reads.
@@ -23,8 +24,12 @@ pub struct Config {
     pub greeting: String,
 }
 
+/// Evaluations this instance has served: 1 in a fresh instance, more when the host reuses instances.
+static CALLS: AtomicU32 = AtomicU32::new(0);
+
 /// The check: one behaviour per `spec.behave`.
 pub fn check(request: Request<Object<Spec>, Config>) -> Outcome {
+    let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
     let spec = &request.object.spec;
     let Some(behave) = spec.behave.as_deref() else {
         return Outcome::error(
@@ -50,6 +55,9 @@ pub fn check(request: Request<Object<Spec>, Config>) -> Outcome {
                 .because("Waiting", format!("waiting {seconds} s"))
         }
         "block" => Outcome::block().because("Blocked", "blocked"),
+        "count" => Outcome::proceed()
+            .because("Counted", "")
+            .output("calls", calls.to_string()),
         "error" => Outcome::error("it failed").because("Failed", ""),
         "bad-reason" => Outcome::proceed().because("not camel case", ""),
         "trap" => panic!("conformance: a trap, as asked"),

@@ -1,4 +1,5 @@
-//! `preflight bench`: fresh-instance latency one at a time, then throughput with many in flight.
+//! `preflight bench`: latency one at a time, then throughput with many in flight; a fresh instance per
+//! evaluation unless `--reuse N`.
 
 use super::{BenchArgs, EXIT_PROCEED, Format, Problem};
 use hdrhistogram::Histogram;
@@ -12,7 +13,14 @@ pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
     let engine = Arc::new(prepared.engine);
     let check = engine.load(&prepared.bytes).map_err(Problem::Unusable)?;
     let request = Arc::new(prepared.request);
-    let limits = prepared.limits;
+    let limits = preflight_engine::Limits {
+        isolation: args
+            .reuse
+            .map_or(preflight_engine::Isolation::Fresh, |max_uses| {
+                preflight_engine::Isolation::Reuse { max_uses }
+            }),
+        ..prepared.limits
+    };
     let grants = prepared.grants;
 
     let first = engine
@@ -64,6 +72,7 @@ pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
                 "outcome": outcome,
                 "iterations": args.iterations,
                 "concurrency": args.concurrency,
+                "reuse": args.reuse,
                 "p50Us": micros(0.50),
                 "p90Us": micros(0.90),
                 "p99Us": micros(0.99),
@@ -75,11 +84,15 @@ pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
         Format::Text => {
             println!("check        sha256:{} -> {outcome}", check.digest());
             println!(
-                "latency      p50 {:.1} µs   p90 {:.1} µs   p99 {:.1} µs   max {:.1} µs   (fresh instance each, {} runs)",
+                "latency      p50 {:.1} µs   p90 {:.1} µs   p99 {:.1} µs   max {:.1} µs   ({}, {} runs)",
                 micros(0.50),
                 micros(0.90),
                 micros(0.99),
                 latency.max() as f64 / 1000.0,
+                args.reuse.map_or_else(
+                    || "fresh instance each".to_owned(),
+                    |uses| format!("instances reused {uses} times")
+                ),
                 args.iterations
             );
             println!(

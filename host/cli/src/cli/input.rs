@@ -65,6 +65,7 @@ impl Evaluate {
             timeout: self.timeout,
             memory_bytes: self.memory_limit,
             max_result_bytes: self.max_result,
+            ..Limits::default()
         };
         let engine = engine(max_concurrent_evaluations, self.memory_limit)?;
         let mut grants = Grants::default();

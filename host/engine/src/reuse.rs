@@ -1,0 +1,109 @@
+//! Instances kept between evaluations for checks whose isolation is [`Isolation::Reuse`]: idle instances
+//! keyed by check, configuration and namespace, so that no two configurations or namespaces ever share one.
+//! Each idle instance keeps its pool slot; the pool holds at most half of the engine's slots, and an
+//! evaluation that finds no free slot retires an idle instance to make room.
+//!
+//! [`Isolation::Reuse`]: crate::Isolation::Reuse
+
+use crate::digest::Digest;
+use crate::engine::Bound;
+use crate::guest_state::GuestState;
+use crate::request::Request;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use tokio::sync::OwnedSemaphorePermit;
+use wasmtime::Store;
+
+/// Which evaluations may share an instance: the same check, configuration and namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct WarmKey {
+    check: Digest,
+    config: String,
+    namespace: Option<String>,
+}
+
+impl WarmKey {
+    pub fn of(check: Digest, request: &Request) -> Self {
+        Self {
+            check,
+            config: request.config.clone(),
+            namespace: request.target.namespace.clone(),
+        }
+    }
+}
+
+/// An idle instance: its store, its bindings, how many evaluations it served, and its pool slot.
+pub(crate) struct Warm {
+    pub store: Store<GuestState>,
+    pub bound: Bound,
+    pub uses: u32,
+    pub slot: Option<OwnedSemaphorePermit>,
+}
+
+/// The idle instances.
+pub(crate) struct WarmPool {
+    idle: Mutex<Idle>,
+    capacity: usize,
+}
+
+#[derive(Default)]
+struct Idle {
+    by_key: HashMap<WarmKey, Vec<Warm>>,
+    count: usize,
+}
+
+impl WarmPool {
+    /// A pool of at most `capacity` idle instances.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            idle: Mutex::new(Idle::default()),
+            capacity,
+        }
+    }
+
+    /// An idle instance for `key`, if there is one.
+    pub fn take(&self, key: &WarmKey) -> Option<Warm> {
+        let mut idle = self.lock();
+        let instances = idle.by_key.get_mut(key)?;
+        let warm = instances.pop();
+        if instances.is_empty() {
+            idle.by_key.remove(key);
+        }
+        if warm.is_some() {
+            idle.count -= 1;
+        }
+        warm
+    }
+
+    /// Keeps `warm` for the next evaluation of `key`, unless the pool is full (then it is retired).
+    pub fn put(&self, key: WarmKey, warm: Warm) {
+        let mut idle = self.lock();
+        if idle.count >= self.capacity {
+            drop(idle);
+            drop(warm);
+            return;
+        }
+        idle.count += 1;
+        idle.by_key.entry(key).or_default().push(warm);
+    }
+
+    /// Retires one idle instance, freeing its pool slot; false when there is none.
+    pub fn evict_one(&self) -> bool {
+        let mut idle = self.lock();
+        let Some(key) = idle.by_key.keys().next().cloned() else {
+            return false;
+        };
+        let evicted = idle.by_key.get_mut(&key).and_then(Vec::pop);
+        if idle.by_key.get(&key).is_some_and(Vec::is_empty) {
+            idle.by_key.remove(&key);
+        }
+        idle.count -= usize::from(evicted.is_some());
+        drop(idle);
+        evicted.is_some()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Idle> {
+        // Plain bookkeeping: a panic elsewhere leaves nothing inconsistent behind.
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
