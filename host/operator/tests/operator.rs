@@ -881,3 +881,58 @@ async fn a_transition_is_announced_before_its_condition_is_written() {
     operator.stop().await;
     kind.remove(&client).await;
 }
+
+/// The `calls` output of object `name` (the conformance check's count of evaluations its instance served).
+async fn calls(s: &Scenario, name: &str) -> Option<String> {
+    let object = s.kind.api(&s.client, &s.namespace).get(name).await.ok()?;
+    let outputs: serde_json::Value = serde_json::from_str(
+        object
+            .annotations()
+            .get(preflight_operator::OUTPUTS_ANNOTATION)?,
+    )
+    .ok()?;
+    outputs["calls"].as_str().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn isolation_reuse_in_the_config_map_shares_an_instance_between_objects_of_a_namespace() {
+    let s = Scenario::new("reuse", "Probe", "conformance").await;
+    s.put("count", &[("isolation", "reuse"), ("maxUses", "50")])
+        .await;
+    let operator = s.operator().await;
+    // One object after the other, so that each evaluation finds the instance the previous one left idle.
+    let mut served = Vec::new();
+    for name in ["p0", "p1", "p2"] {
+        create_object(
+            &s.client,
+            &s.kind,
+            &s.namespace,
+            name,
+            json!({"behave": "count"}),
+            &[],
+        )
+        .await;
+        s.wait(name, "True", "Counted").await;
+        served.push(
+            eventually("the calls output", SOON, || calls(&s, name))
+                .await
+                .parse::<u32>()
+                .unwrap(),
+        );
+    }
+    assert!(
+        served.windows(2).all(|pair| pair[1] > pair[0]),
+        "each object's evaluation was served by the instance of the one before: {served:?}"
+    );
+
+    // Back to a fresh instance per evaluation: a new version of the check re-evaluates every object.
+    s.put("count", &[("isolation", "fresh")]).await;
+    for name in ["p0", "p1", "p2"] {
+        eventually("calls back to 1", SOON, || async {
+            (calls(&s, name).await.as_deref() == Some("1")).then_some(())
+        })
+        .await;
+    }
+    operator.stop().await;
+    s.remove().await;
+}
