@@ -346,7 +346,12 @@ impl Engine {
             }
         };
         let started = Instant::now();
-        store.data_mut().begin(request.now, grants, &request.target);
+        store.data_mut().begin(
+            limits.memory_bytes.min(self.max_memory_bytes),
+            request.now,
+            grants,
+            &request.target,
+        );
         let deadline = arm(&mut store, limits, started);
         let run = async {
             let bound = match bound {

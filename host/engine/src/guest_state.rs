@@ -134,9 +134,17 @@ impl GuestState {
         }
     }
 
-    /// Starts another evaluation in a reused instance: the request's time and grants, and empty logs,
-    /// stderr tail and refusals. What the instance itself holds (its memory, WASI and resource state) stays.
-    pub fn begin(&mut self, now: SystemTime, grants: &Grants, target: &Target) {
+    /// Starts another evaluation in a reused instance: the evaluation's memory limit (for growth from now
+    /// on), the request's time and grants, and empty logs, stderr tail and refusals. What the instance itself
+    /// holds (its memory, WASI and resource state) stays.
+    pub fn begin(
+        &mut self,
+        memory_limit: usize,
+        now: SystemTime,
+        grants: &Grants,
+        target: &Target,
+    ) {
+        self.memory_limit = memory_limit;
         *self.now.lock().unwrap_or_else(PoisonError::into_inner) = now;
         self.logs.clear();
         self.logs_dropped = 0;
