@@ -316,14 +316,7 @@ impl Engine {
             Ok(result) => verdict_of(result, limits),
             Err(error) => Err(classify(&error, store.data(), limits)),
         };
-        let state = store.into_data();
-        Evaluation {
-            outcome,
-            duration,
-            refusals: state.take_refusals(),
-            logs: state.logs,
-            logs_dropped: state.logs_dropped,
-        }
+        store.data_mut().evaluation(outcome, duration)
     }
 
     /// [`Engine::evaluate_with`] for [`Isolation::Reuse`]: an idle instance of the same check, configuration
@@ -374,14 +367,7 @@ impl Engine {
             }
             Err(error) => (Err(classify(&error, store.data(), limits)), None),
         };
-        let state = store.data_mut();
-        let evaluation = Evaluation {
-            outcome,
-            duration,
-            refusals: state.take_refusals(),
-            logs: std::mem::take(&mut state.logs),
-            logs_dropped: state.logs_dropped,
-        };
+        let evaluation = store.data_mut().evaluation(outcome, duration);
         if let Some(bound) = healthy
             && uses + 1 < max_uses
         {

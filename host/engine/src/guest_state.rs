@@ -5,6 +5,7 @@
 use crate::bindings::{v0_1, v0_2};
 use crate::cluster::{Grants, ObjectKind};
 use crate::outbound_http::OutboundHttp;
+use crate::outcome::{CheckOutcome, Evaluation};
 use crate::request::Target;
 use crate::stderr_tail::StderrTail;
 use std::fmt;
@@ -74,11 +75,12 @@ pub(crate) struct TableLimitExceeded {
 /// anew for each evaluation it serves ([`GuestState::begin`]).
 pub(crate) struct GuestState {
     memory_limit: usize,
-    /// The request's time: what `wasi:clocks/wall-clock` reads, so that an evaluation replays exactly
-    /// (shared with the clock inside the WASI context, which outlives one evaluation of a reused instance).
-    now: Arc<Mutex<SystemTime>>,
+    /// The request's time: what `wasi:clocks/wall-clock` reads, so that an evaluation replays exactly.
+    now: SystemTime,
     /// Built on first use: most Rust checks never touch WASI, and building it costs more than an instance.
-    wasi: Option<WasiCtx>,
+    /// With it, the cell its wall clock reads, which [`GuestState::begin`] moves to each request's time (the
+    /// context outlives one evaluation of a reused instance).
+    wasi: Option<(WasiCtx, Arc<Mutex<SystemTime>>)>,
     table: ResourceTable,
     pub logs: Vec<LogLine>,
     pub logs_dropped: usize,
@@ -120,7 +122,7 @@ impl GuestState {
         let refusals = Arc::new(Mutex::new(Vec::new()));
         Self {
             memory_limit,
-            now: Arc::new(Mutex::new(now)),
+            now,
             wasi: None,
             table: ResourceTable::new(),
             logs: Vec::new(),
@@ -145,7 +147,10 @@ impl GuestState {
         target: &Target,
     ) {
         self.memory_limit = memory_limit;
-        *self.now.lock().unwrap_or_else(PoisonError::into_inner) = now;
+        self.now = now;
+        if let Some((_, clock)) = &self.wasi {
+            *clock.lock().unwrap_or_else(PoisonError::into_inner) = now;
+        }
         self.logs.clear();
         self.logs_dropped = 0;
         self.log_bytes = 0;
@@ -155,8 +160,20 @@ impl GuestState {
         self.lookups = Lookups::new(grants, target);
     }
 
+    /// The evaluation that ended with `outcome` after `duration`, with the lines the check logged and what
+    /// the host refused it (both taken: a reused instance begins its next evaluation without them).
+    pub fn evaluation(&mut self, outcome: CheckOutcome, duration: Duration) -> Evaluation {
+        Evaluation {
+            outcome,
+            duration,
+            refusals: self.take_refusals(),
+            logs: std::mem::take(&mut self.logs),
+            logs_dropped: self.logs_dropped,
+        }
+    }
+
     /// What the host refused the check or could not complete for it, in order.
-    pub fn take_refusals(&self) -> Vec<String> {
+    fn take_refusals(&self) -> Vec<String> {
         std::mem::take(&mut *self.refusals.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
@@ -327,17 +344,20 @@ impl WasiView for GuestState {
     /// discarded stdout, stderr kept only in a small tail (quoted when the check traps), no TCP, UDP or
     /// name lookup and every socket address denied, and a wall clock stopped at the request's time.
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        let (now, stderr) = (Arc::clone(&self.now), &self.stderr);
+        let (now, stderr) = (self.now, &self.stderr);
+        let (ctx, _) = self.wasi.get_or_insert_with(|| {
+            let clock = Arc::new(Mutex::new(now));
+            let ctx = WasiCtx::builder()
+                .wall_clock(StoppedWallClock(Arc::clone(&clock)))
+                .stderr(stderr.clone())
+                .allow_tcp(false)
+                .allow_udp(false)
+                .allow_ip_name_lookup(false)
+                .build();
+            (ctx, clock)
+        });
         WasiCtxView {
-            ctx: self.wasi.get_or_insert_with(|| {
-                WasiCtx::builder()
-                    .wall_clock(StoppedWallClock(now))
-                    .stderr(stderr.clone())
-                    .allow_tcp(false)
-                    .allow_udp(false)
-                    .allow_ip_name_lookup(false)
-                    .build()
-            }),
+            ctx,
             table: &mut self.table,
         }
     }

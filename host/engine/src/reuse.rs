@@ -52,6 +52,19 @@ struct Idle {
     count: usize,
 }
 
+impl Idle {
+    /// The most recently idle instance for `key`, forgetting the key when it has no more.
+    fn pop(&mut self, key: &WarmKey) -> Option<Warm> {
+        let instances = self.by_key.get_mut(key)?;
+        let warm = instances.pop();
+        if instances.is_empty() {
+            self.by_key.remove(key);
+        }
+        self.count -= usize::from(warm.is_some());
+        warm
+    }
+}
+
 impl WarmPool {
     /// A pool of at most `capacity` idle instances.
     pub fn new(capacity: usize) -> Self {
@@ -63,16 +76,7 @@ impl WarmPool {
 
     /// An idle instance for `key`, if there is one.
     pub fn take(&self, key: &WarmKey) -> Option<Warm> {
-        let mut idle = self.lock();
-        let instances = idle.by_key.get_mut(key)?;
-        let warm = instances.pop();
-        if instances.is_empty() {
-            idle.by_key.remove(key);
-        }
-        if warm.is_some() {
-            idle.count -= 1;
-        }
-        warm
+        self.lock().pop(key)
     }
 
     /// Keeps `warm` for the next evaluation of `key`, unless the pool is full (then it is retired).
@@ -90,14 +94,10 @@ impl WarmPool {
     /// Retires one idle instance, freeing its pool slot; false when there is none.
     pub fn evict_one(&self) -> bool {
         let mut idle = self.lock();
-        let Some(key) = idle.by_key.keys().next().cloned() else {
-            return false;
+        let evicted = match idle.by_key.keys().next().cloned() {
+            Some(key) => idle.pop(&key),
+            None => None,
         };
-        let evicted = idle.by_key.get_mut(&key).and_then(Vec::pop);
-        if idle.by_key.get(&key).is_some_and(Vec::is_empty) {
-            idle.by_key.remove(&key);
-        }
-        idle.count -= usize::from(evicted.is_some());
         drop(idle);
         evicted.is_some()
     }
