@@ -65,6 +65,38 @@ pub mod bindings {
     });
 }
 
+/// Declares the parts of the object the check reads, so that the host sends only those instead of the
+/// whole object (a projection: less to copy into the instance and less for the check to parse).
+///
+/// Each path names a field by its keys from the object's root, separated by dots (`spec.dependsOn`,
+/// `metadata.labels`); a key containing a dot goes in brackets (`metadata.annotations[example.com/tier]`).
+/// A path that meets a list applies to each of its items (`spec.containers.image` keeps every container's
+/// image, and the list's length). The object's identity (`apiVersion`, `kind`, `metadata.name`,
+/// `metadata.namespace`, `metadata.uid`) is always sent. A check that declares nothing gets the whole object.
+///
+/// The declaration travels in the component (a `preflight-reads` custom section) and is also the constant
+/// `PREFLIGHT_READS`. A path left out makes the check decide on a missing field: `preflight test` runs every
+/// fixture both ways and fails on any difference.
+///
+/// ```
+/// preflight_guest::reads!("spec.dependsOn");
+/// assert_eq!(PREFLIGHT_READS, ["spec.dependsOn"]);
+/// ```
+#[macro_export]
+macro_rules! reads {
+    ($($path:literal),+ $(,)?) => {
+        /// The parts of the object this check reads (see `preflight_guest::reads!`).
+        pub const PREFLIGHT_READS: &[&str] = &[$($path),+];
+
+        #[cfg(target_arch = "wasm32")]
+        #[doc(hidden)]
+        #[used]
+        #[unsafe(link_section = "preflight-reads")]
+        static PREFLIGHT_READS_SECTION: [u8; $crate::runtime::reads_section_len(PREFLIGHT_READS)] =
+            $crate::runtime::reads_section(PREFLIGHT_READS);
+    };
+}
+
 /// Exports `function` as the component's check.
 ///
 /// `function` takes a [`Request<T, C>`] for any deserialisable object type `T` and configuration type `C`,

@@ -132,6 +132,45 @@ fn report_panics_to_host() {
     }));
 }
 
+/// The size of the `preflight-reads` custom section for `paths`: each path and a newline. Called by
+/// [`crate::reads!`].
+pub const fn reads_section_len(paths: &[&str]) -> usize {
+    let mut len = 0;
+    let mut index = 0;
+    while index < paths.len() {
+        len += paths[index].len() + 1;
+        index += 1;
+    }
+    len
+}
+
+/// The `preflight-reads` custom section for `paths`: each path followed by a newline (the host parses and
+/// checks them when it loads the component). A path that is empty or holds a newline fails the build.
+/// Called by [`crate::reads!`].
+pub const fn reads_section<const LEN: usize>(paths: &[&str]) -> [u8; LEN] {
+    let mut section = [0u8; LEN];
+    let mut at = 0;
+    let mut index = 0;
+    while index < paths.len() {
+        let path = paths[index].as_bytes();
+        assert!(!path.is_empty(), "preflight_guest::reads!: an empty path");
+        let mut byte = 0;
+        while byte < path.len() {
+            assert!(
+                path[byte] != b'\n',
+                "preflight_guest::reads!: a path holds a newline"
+            );
+            section[at] = path[byte];
+            at += 1;
+            byte += 1;
+        }
+        section[at] = b'\n';
+        at += 1;
+        index += 1;
+    }
+    section
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

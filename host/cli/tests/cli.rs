@@ -1,7 +1,9 @@
 //! `preflight run`, `inspect` and `bench` on the example and hostile checks, built from source: every outcome
 //! with its exit status, text and JSON output, limits that hold, and replay with `--now`.
 
-use preflight_test_support::{build_check, fixture};
+use preflight_test_support::{
+    build_check, check_bytes, fixture, with_custom_section, workspace_root,
+};
 use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
@@ -301,6 +303,76 @@ fn cli_version_names_the_binary_wasmtime_and_the_contracts() {
     assert_eq!(version["preflight"], env!("CARGO_PKG_VERSION"));
     assert_eq!(version["wasmtime"], "48.0.8");
     assert_eq!(version["contracts"], serde_json::json!(["0.1.x", "0.2.x"]));
+}
+
+#[test]
+fn every_rust_example_declares_its_reads_and_answers_its_fixtures_the_same_both_ways() {
+    for (package, reads, cases) in [
+        ("dependency-ready", "spec.dependsOn", 5),
+        (
+            "required-metadata",
+            "metadata.annotations, metadata.labels",
+            4,
+        ),
+        (
+            "maintenance-window",
+            "metadata.annotations[preflight.dev/maintenance-window]",
+            5,
+        ),
+        ("external-dependency", "spec.dependency", 3),
+    ] {
+        let check = build_check(package);
+        let (status, stdout) = preflight(&["inspect", check.to_str().unwrap()]);
+        assert_eq!(status, 0, "{stdout}");
+        assert!(
+            stdout.contains(&format!("\nreads     {reads}\n")),
+            "{stdout}"
+        );
+        let fixtures = workspace_root().join(format!("plugins/{package}/fixtures.yaml"));
+        let (status, stdout) = preflight(&[
+            "test",
+            "--check",
+            check.to_str().unwrap(),
+            fixtures.to_str().unwrap(),
+        ]);
+        assert_eq!(status, 0, "{package}: {stdout}");
+        assert!(
+            stdout.ends_with(&format!("{cases} passed, 0 failed\n")),
+            "{package}: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn cli_test_fails_a_check_whose_declared_reads_leave_out_what_it_decides_on() {
+    // The conformance check decides on spec.behave; declare that it reads only the labels.
+    let narrow = with_custom_section(
+        &check_bytes("conformance"),
+        "preflight-reads",
+        b"metadata.labels\n",
+    );
+    let check = std::env::temp_dir().join(format!("preflight-narrow-{}.wasm", std::process::id()));
+    std::fs::write(&check, narrow).unwrap();
+    let fixtures = workspace_root().join("tests/conformance/fixtures.yaml");
+    let (status, stdout) = preflight(&[
+        "test",
+        "--check",
+        check.to_str().unwrap(),
+        fixtures.to_str().unwrap(),
+    ]);
+    std::fs::remove_file(&check).unwrap();
+    assert_eq!(status, 1, "{stdout}");
+    let requeue = stdout
+        .lines()
+        .skip_while(|line| !line.contains("requeue"))
+        .find(|line| line.contains("the declared reads"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        requeue.contains(
+            "the declared reads (metadata.labels) change the answer: whole object: not proceed"
+        ),
+        "{requeue}"
+    );
 }
 
 #[test]

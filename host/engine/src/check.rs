@@ -3,6 +3,7 @@
 use crate::bindings::{v0_1, v0_2};
 use crate::digest::Digest;
 use crate::guest_state::GuestState;
+use crate::projection::Projection;
 use wasmtime::component::ComponentExportIndex;
 
 /// A validated, compiled and pre-instantiated check. Cheap to share (`Arc<Check>`); each evaluation
@@ -10,6 +11,7 @@ use wasmtime::component::ComponentExportIndex;
 pub struct Check {
     pub(crate) contract: Contract,
     info: CheckInfo,
+    projection: Option<Projection>,
 }
 
 /// A check pre-instantiated with the bindings of its contract version.
@@ -36,6 +38,9 @@ pub struct CheckInfo {
     pub imports: Vec<String>,
     /// What the component exports.
     pub exports: Vec<String>,
+    /// The parts of the object the check declared it reads (see [`Projection`]); `None` when it declared
+    /// nothing and gets the whole object.
+    pub reads: Option<Vec<String>>,
 }
 
 impl Check {
@@ -46,6 +51,7 @@ impl Check {
         contract_version: &str,
         imports: Vec<String>,
         exports: Vec<String>,
+        projection: Option<Projection>,
     ) -> Self {
         let world = format!("preflight:check/preflight-check@{contract_version}");
         Self {
@@ -56,13 +62,29 @@ impl Check {
                 world,
                 imports,
                 exports,
+                reads: projection.as_ref().map(|p| p.declared().to_vec()),
             },
+            projection,
         }
     }
 
     /// The check's identity and interface.
     pub fn info(&self) -> &CheckInfo {
         &self.info
+    }
+
+    /// What to send the check of an object: the parts it declared it reads, or `None` for the whole object.
+    pub fn projection(&self) -> Option<&Projection> {
+        self.projection.as_ref()
+    }
+
+    /// The object as the check receives it: the projection of `object` when the check declared its reads,
+    /// else all of it.
+    pub fn input(&self, object: &serde_json::Value) -> String {
+        match &self.projection {
+            Some(projection) => projection.apply(object).to_string(),
+            None => object.to_string(),
+        }
     }
 
     /// SHA-256 of the component's bytes.

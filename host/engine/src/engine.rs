@@ -11,6 +11,7 @@ use crate::guest_state::{GuestState, LOG_BYTES_CAP, MemoryLimitExceeded, TableLi
 use crate::imports;
 use crate::limits::{Isolation, Limits};
 use crate::outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
+use crate::projection::Projection;
 use crate::request::Request;
 use crate::reuse::{Warm, WarmKey, WarmPool};
 use crate::validate::{self, Interface, same_minor};
@@ -229,6 +230,7 @@ impl Engine {
 
     fn load_uncached(&self, bytes: &[u8], digest: Digest) -> Result<Arc<Check>, Error> {
         validate::check_header(bytes)?;
+        let projection = Projection::declared_in(bytes)?;
         let component = self.compile(bytes, digest)?;
         let interface = Interface::of(&component, &self.engine);
         let contract_version = interface.check_contract(&component, &self.engine)?;
@@ -266,6 +268,7 @@ impl Engine {
             &contract_version,
             interface.imports,
             interface.exports,
+            projection,
         ));
         let mut loaded = self.loaded();
         loaded.retain(|_, check| check.strong_count() > 0);

@@ -9,6 +9,7 @@
 //! - [`Grants`] say what a check may reach beyond its request (contract 0.2): outbound HTTP under an
 //!   [`HttpPolicy`] (an [`HttpGrant`] with its response cache), and lookups through a [`ClusterLookup`]
 //!   the embedder implements. Nothing is granted by default;
+//! - a check may declare the parts of the object it reads: its [`Projection`] gives the caller what to send;
 //! - [`action`] is the pure mapping from outcomes to the controller's action;
 //! - [`measure`] counts throughput the same way for `preflight bench` and the engine benchmark.
 
@@ -29,6 +30,7 @@ mod limits;
 pub mod measure;
 mod outbound_http;
 mod outcome;
+mod projection;
 mod request;
 mod reuse;
 mod stderr_tail;
@@ -44,6 +46,7 @@ pub use http_policy::{HttpPolicy, UrlPattern, forbidden_address};
 pub use limits::{Isolation, Limits, parse_size};
 pub use outbound_http::HttpGrant;
 pub use outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
+pub use projection::{Projection, READS_SECTION};
 pub use request::{Request, Target};
 pub mod action;
 

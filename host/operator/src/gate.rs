@@ -7,7 +7,8 @@ use crate::kind::GatedKind;
 use crate::vocabulary::{FailurePolicy, OutputsPlacement};
 use preflight_engine::action::{Action, BACKOFF_MAX, Decision, decide};
 use preflight_engine::{
-    CheckOutcome, Engine, Evaluation, Failure, FailureKind, LogLevel, Request, Target, Verdict,
+    Check, CheckOutcome, Engine, Evaluation, Failure, FailureKind, LogLevel, Request, Target,
+    Verdict,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -106,9 +107,11 @@ impl Gate {
     pub async fn evaluate(&self, kind: &GatedKind, object: serde_json::Value) -> GateResult {
         let target = Target::of_object(&object);
         let key = object_key(&object, &target);
-        // One request for every check of the object; only the configuration changes between checks.
+        // One request for every check of the object; the configuration, and the object's projection for
+        // checks that declared their reads, change between checks.
+        let input = Input::new(object);
         let mut request = Request {
-            object: without_managed_fields(object),
+            object: String::new(),
             config: String::new(),
             target,
             now: SystemTime::now(),
@@ -117,6 +120,7 @@ impl Gate {
         for entry in self.checks.for_kind(kind) {
             let run = match entry {
                 GateEntry::Ready(check) if applies(&check, &request.target) => {
+                    request.object = input.for_check(&check.check);
                     self.run(&check, &mut request).await
                 }
                 GateEntry::Ready(_) => continue,
@@ -252,11 +256,31 @@ fn applies(check: &LoadedCheck, target: &Target) -> bool {
 
 /// The object as JSON without `metadata.managedFields`: bookkeeping no check needs, often the largest part
 /// of an object.
-fn without_managed_fields(mut object: serde_json::Value) -> String {
-    if let Some(metadata) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        metadata.remove("managedFields");
+/// The object a gate evaluates, without `metadata.managedFields` (the API server's bookkeeping, often the
+/// largest part of an object, never a check's business), serialised once for the checks that take it whole.
+struct Input {
+    object: serde_json::Value,
+    whole: std::sync::OnceLock<String>,
+}
+
+impl Input {
+    fn new(mut object: serde_json::Value) -> Self {
+        if let Some(metadata) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            metadata.remove("managedFields");
+        }
+        Self {
+            object,
+            whole: std::sync::OnceLock::new(),
+        }
     }
-    object.to_string()
+
+    /// What `check` receives: the parts it declared it reads, else the whole object.
+    fn for_check(&self, check: &Check) -> String {
+        match check.projection() {
+            Some(projection) => projection.apply(&self.object).to_string(),
+            None => self.whole.get_or_init(|| self.object.to_string()).clone(),
+        }
+    }
 }
 
 /// The key of an object's failure count: its uid, else its namespace and name.
@@ -592,7 +616,7 @@ mod tests {
     fn strips_managed_fields_only() {
         let object = serde_json::json!({"metadata": {"name": "a", "managedFields": [{"manager": "kubectl"}]}, "spec": {}});
         assert_eq!(
-            without_managed_fields(object),
+            Input::new(object).object.to_string(),
             r#"{"metadata":{"name":"a"},"spec":{}}"#
         );
     }

@@ -82,6 +82,7 @@ pub fn check(request: Request<Object<Spec>, Config>) -> Outcome {
 }
 
 preflight_guest::check!(check);
+preflight_guest::reads!("spec.dependsOn");
 
 #[cfg(test)]
 mod tests {

@@ -117,6 +117,7 @@ pub fn check(request: Request<Object<Spec>, Config>) -> Result<Outcome, String> 
 }
 
 preflight_guest::check!(check, validate = validate);
+preflight_guest::reads!("spec.dependency");
 
 #[cfg(test)]
 mod tests {

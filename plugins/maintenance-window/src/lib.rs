@@ -179,6 +179,7 @@ fn format_clock(seconds: u64) -> String {
 }
 
 preflight_guest::check!(check);
+preflight_guest::reads!("metadata.annotations[preflight.dev/maintenance-window]");
 
 #[cfg(test)]
 mod tests {

@@ -61,6 +61,7 @@ fn missing(required: &[String], present: impl Fn(&str) -> bool) -> Vec<&str> {
 }
 
 preflight_guest::check!(check);
+preflight_guest::reads!("metadata.labels", "metadata.annotations");
 
 #[cfg(test)]
 mod tests {

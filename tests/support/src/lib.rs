@@ -471,3 +471,28 @@ pub fn check_bytes(package: &str) -> Vec<u8> {
 pub fn fixture(name: &str) -> PathBuf {
     workspace_root().join("tests/fixtures").join(name)
 }
+
+/// `component` with a custom section `name` holding `data` appended at its top level: a built check with a
+/// declaration (such as `preflight-reads`) it was not built with.
+pub fn with_custom_section(component: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
+    fn leb128(mut value: usize, into: &mut Vec<u8>) {
+        loop {
+            let byte = (value & 0x7f) as u8;
+            value >>= 7;
+            if value == 0 {
+                into.push(byte);
+                return;
+            }
+            into.push(byte | 0x80);
+        }
+    }
+    let mut payload = Vec::new();
+    leb128(name.len(), &mut payload);
+    payload.extend_from_slice(name.as_bytes());
+    payload.extend_from_slice(data);
+    let mut bytes = component.to_vec();
+    bytes.push(0);
+    leb128(payload.len(), &mut bytes);
+    bytes.extend_from_slice(&payload);
+    bytes
+}

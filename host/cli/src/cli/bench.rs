@@ -10,9 +10,12 @@ use std::time::{Duration, Instant};
 
 pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
     let prepared = args.evaluate.prepare(args.concurrency)?;
+    let check = prepared
+        .engine
+        .load(&prepared.bytes)
+        .map_err(Problem::Unusable)?;
+    let request = Arc::new(prepared.request(&check));
     let engine = Arc::new(prepared.engine);
-    let check = engine.load(&prepared.bytes).map_err(Problem::Unusable)?;
-    let request = Arc::new(prepared.request);
     let limits = preflight_engine::Limits {
         isolation: args
             .reuse

@@ -17,6 +17,11 @@
 //!     timeout: 300ms                       # this case's budget (optional; else --timeout)
 //!     expect: {proceed: true, outputs: {dependencyKey: K-1}}   # every output, exactly
 //! ```
+//!
+//! A check that declares the parts of the object it reads gets, as in the operator, only those; each case
+//! then also runs with the whole object and fails if the check answers otherwise (a path left out of the
+//! declaration): the same proceed, delay, reason, outputs and failure kind, and the same message unless
+//! the check failed (a parse error names a column, which differs).
 
 use super::input::{engine, parse_document, read, request as request_for};
 use super::run::summary;
@@ -102,7 +107,7 @@ pub async fn test(args: TestArgs) -> Result<u8, Problem> {
     for file in &args.fixtures {
         let fixtures = load(file)?;
         for case in &fixtures.cases {
-            let request = request(file, &fixtures, case)?;
+            let (object, config, now) = inputs(file, &fixtures, case)?;
             let limits = match &case.timeout {
                 Some(timeout) => Limits {
                     timeout: duration(timeout).map_err(|problem| {
@@ -116,8 +121,23 @@ pub async fn test(args: TestArgs) -> Result<u8, Problem> {
                 },
                 None => limits,
             };
+            let request = request_for(&check, &object, &config, now);
             let evaluation = engine.evaluate(&check, &request, &limits).await;
-            verdicts.push(judge(case, &evaluation));
+            let mut verdict = judge(case, &evaluation);
+            if let Some(projection) = check.projection() {
+                let whole = Request {
+                    object: object.to_string(),
+                    ..request
+                };
+                let whole = engine.evaluate(&check, &whole, &limits).await;
+                if let Some(difference) = difference(&whole, &evaluation) {
+                    verdict.failures.push(format!(
+                        "the declared reads ({}) change the answer: {difference}",
+                        projection.declared().join(", ")
+                    ));
+                }
+            }
+            verdicts.push(verdict);
         }
     }
     let failed = verdicts.iter().filter(|v| !v.failures.is_empty()).count();
@@ -147,7 +167,12 @@ fn time(text: Option<&str>, file: &Path) -> Result<SystemTime, Problem> {
     })
 }
 
-fn request(file: &Path, fixtures: &Fixtures, case: &Case) -> Result<Request, Problem> {
+/// A case's object, configuration and time.
+fn inputs(
+    file: &Path,
+    fixtures: &Fixtures,
+    case: &Case,
+) -> Result<(serde_json::Value, serde_json::Value, SystemTime), Problem> {
     let problem =
         |what: &str| Problem::Input(format!("{}: case `{}`: {what}", file.display(), case.name));
     let object = match (&case.object, &case.object_file) {
@@ -167,7 +192,50 @@ fn request(file: &Path, fixtures: &Fixtures, case: &Case) -> Result<Request, Pro
         .cloned()
         .unwrap_or_else(|| serde_json::json!({}));
     let now = time(case.now.as_deref().or(fixtures.now.as_deref()), file)?;
-    Ok(request_for(&object, &config, now))
+    Ok((object, config, now))
+}
+
+/// How the answer to the projected object differs from the answer to the whole object, if it does.
+fn difference(whole: &Evaluation, projected: &Evaluation) -> Option<String> {
+    fn key(evaluation: &Evaluation) -> impl PartialEq + '_ {
+        let (proceed, delay, reason, message, failure) = summary(&evaluation.outcome);
+        let outputs = evaluation.outcome.as_ref().map(|v| &v.outputs).ok();
+        let message = failure.is_none().then_some(message);
+        (
+            proceed,
+            delay,
+            reason,
+            message,
+            failure.map(|f| f.kind),
+            outputs,
+        )
+    }
+    (key(whole) != key(projected)).then(|| {
+        format!(
+            "whole object: {}; declared reads only: {}",
+            described(whole),
+            described(projected)
+        )
+    })
+}
+
+/// One evaluation's answer in a line.
+fn described(evaluation: &Evaluation) -> String {
+    match &evaluation.outcome {
+        Ok(verdict) => format!(
+            "{} {} after {:?} {:?} outputs {:?}",
+            if verdict.proceed {
+                "proceed"
+            } else {
+                "not proceed"
+            },
+            verdict.condition_reason(),
+            verdict.requeue_after,
+            verdict.message,
+            verdict.outputs
+        ),
+        Err(failure) => format!("{} error: {}", failure.kind, failure.message),
+    }
 }
 
 fn duration(text: &str) -> Result<Duration, String> {

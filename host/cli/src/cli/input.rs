@@ -2,7 +2,7 @@
 
 use super::{Evaluate, Problem};
 use preflight_engine::{
-    Engine, EngineConfig, Grants, HttpGrant, HttpPolicy, Limits, Request, Target,
+    Check, Engine, EngineConfig, Grants, HttpGrant, HttpPolicy, Limits, Request, Target,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -31,11 +31,13 @@ pub fn parse_document(path: &Path) -> Result<serde_json::Value, Problem> {
     })
 }
 
-/// Everything `run` and `bench` need: an engine sized for the limits, the check's bytes and the request.
+/// Everything `run` and `bench` need: an engine sized for the limits, the check's bytes and what to ask it.
 pub struct Prepared {
     pub engine: Engine,
     pub bytes: Vec<u8>,
-    pub request: Request,
+    object: serde_json::Value,
+    config: serde_json::Value,
+    now: std::time::SystemTime,
     pub limits: Limits,
     /// Outbound HTTP when `--allow-http` was given; never lookups (there is no cluster).
     pub grants: Grants,
@@ -56,11 +58,6 @@ impl Evaluate {
             Some(path) => parse_document(path)?,
             None => serde_json::json!({}),
         };
-        let request = request(
-            &object,
-            &config,
-            self.now.unwrap_or_else(std::time::SystemTime::now),
-        );
         let limits = Limits {
             timeout: self.timeout,
             memory_bytes: self.memory_limit,
@@ -79,21 +76,32 @@ impl Evaluate {
         Ok(Prepared {
             engine,
             bytes,
-            request,
+            object,
+            config,
+            now: self.now.unwrap_or_else(std::time::SystemTime::now),
             limits,
             grants,
         })
     }
 }
 
-/// The request for `object` (a Kubernetes object as JSON) with `config` at `now`.
+impl Prepared {
+    /// The request `check` receives, as the operator would send it.
+    pub fn request(&self, check: &Check) -> Request {
+        request(check, &self.object, &self.config, self.now)
+    }
+}
+
+/// The request for `object` (a Kubernetes object as JSON) with `config` at `now`, as `check` receives it:
+/// the parts of the object it declared it reads, else all of it.
 pub fn request(
+    check: &Check,
     object: &serde_json::Value,
     config: &serde_json::Value,
     now: std::time::SystemTime,
 ) -> Request {
     Request {
-        object: object.to_string(),
+        object: check.input(object),
         config: config.to_string(),
         target: Target::of_object(object),
         now,

@@ -15,6 +15,7 @@ pub fn inspect(args: InspectArgs) -> Result<u8, Problem> {
                 "size": info.size,
                 "imports": info.imports,
                 "exports": info.exports,
+                "reads": info.reads,
             })
         ),
         Format::Text => {
@@ -27,6 +28,10 @@ pub fn inspect(args: InspectArgs) -> Result<u8, Problem> {
             );
             println!("imports   {}", info.imports.join(", "));
             println!("exports   {}", info.exports.join(", "));
+            match &info.reads {
+                Some(reads) => println!("reads     {}", reads.join(", ")),
+                None => println!("reads     the whole object (no declaration)"),
+            }
         }
     }
     Ok(EXIT_PROCEED)

@@ -15,7 +15,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Problem> {
                 .engine
                 .evaluate_with(
                     &check,
-                    &prepared.request,
+                    &prepared.request(&check),
                     &prepared.limits,
                     &prepared.grants,
                 )
