@@ -22,7 +22,7 @@ pub const COMPONENT_KEY: &str = "check.wasm";
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The `data` keys a check ConfigMap may carry; any other key is rejected as a likely typo.
-const DATA_KEYS: [&str; 15] = [
+const DATA_KEYS: [&str; 16] = [
     "gates",
     "versions",
     "order",
@@ -31,6 +31,7 @@ const DATA_KEYS: [&str; 15] = [
     "isolation",
     "maxUses",
     "failurePolicy",
+    "suspend",
     "config",
     "sha256",
     "pause",
@@ -91,6 +92,14 @@ pub fn from_config_maps(
                 "failurePolicy `{other}` is neither Fail nor Ignore"
             ));
             FailurePolicy::Fail
+        }
+    };
+    let suspended = match text("suspend") {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            problems.push(format!("suspend `{other}` is neither true nor false"));
+            false
         }
     };
     for key in data.keys().filter(|key| !DATA_KEYS.contains(&key.as_str())) {
@@ -179,6 +188,7 @@ pub fn from_config_maps(
                 order,
                 limits,
                 failure_policy,
+                suspended,
                 config,
                 pause,
                 capabilities,
@@ -368,6 +378,7 @@ mod tests {
                     ("isolation", "reuse"),
                     ("maxUses", "20"),
                     ("failurePolicy", "Ignore"),
+                    ("suspend", "true"),
                     ("config", "available: [postgres]\nretryAfterSeconds: 5"),
                     ("sha256", &pinned),
                 ],
@@ -386,6 +397,7 @@ mod tests {
             Isolation::Reuse { max_uses: 20 }
         );
         assert_eq!(source.settings.failure_policy, FailurePolicy::Ignore);
+        assert!(source.settings.suspended);
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&source.settings.config).unwrap(),
             serde_json::json!({"available": ["postgres"], "retryAfterSeconds": 5})
@@ -484,12 +496,16 @@ mod tests {
         assert_mentions(&rejected, &["names no kind", "carries no component"]);
         let ambiguous = rejection(&config_map(
             &[(GATES_LABEL, "App.example.com")],
-            &[("failurePolicy", "Sometimes")],
+            &[("failurePolicy", "Sometimes"), ("suspend", "yes")],
             &[("a.wasm", WASM), ("b.wasm", WASM)],
         ));
         assert_mentions(
             &ambiguous,
-            &["several binaryData entries", "neither Fail nor Ignore"],
+            &[
+                "several binaryData entries",
+                "neither Fail nor Ignore",
+                "suspend `yes` is neither true nor false",
+            ],
         );
         let bad_kind = rejection(&config_map(
             &[(GATES_LABEL, "apps/v1")],

@@ -33,6 +33,8 @@ pub struct CheckRun {
     pub outcome: CheckOutcome,
     /// The failure that `failurePolicy: Ignore` turned into "proceed", if any.
     pub ignored: Option<Failure>,
+    /// The check is suspended (`suspend: "true"`): it was not evaluated, and the object passed it.
+    pub suspended: bool,
     /// Time spent in the check; zero when it could not run.
     pub duration: Duration,
     /// Where the check's outputs go on the object.
@@ -68,8 +70,8 @@ impl GateResult {
     }
 
     /// The outputs to record, per placement (a later check in order wins a key two checks output). `None`
-    /// when some check could not decide (failed, or its failure was ignored): the outputs on the object
-    /// then stay as they are, rather than being cleared by a transient failure.
+    /// when some check did not decide (failed, its failure was ignored, or it is suspended): the outputs on
+    /// the object then stay as they are, rather than being cleared by a transient failure.
     pub fn outputs(&self) -> Option<BTreeMap<OutputsPlacement, BTreeMap<String, String>>> {
         let mut outputs: BTreeMap<OutputsPlacement, BTreeMap<String, String>> = BTreeMap::new();
         for run in &self.runs {
@@ -77,7 +79,7 @@ impl GateResult {
                 .outcome
                 .as_ref()
                 .ok()
-                .filter(|_| run.ignored.is_none())?;
+                .filter(|_| run.ignored.is_none() && !run.suspended)?;
             outputs
                 .entry(run.outputs_placement.clone())
                 .or_default()
@@ -119,6 +121,11 @@ impl Gate {
         let mut runs = Vec::new();
         for entry in self.checks.for_kind(kind) {
             let run = match entry {
+                GateEntry::Ready(check)
+                    if check.settings.suspended && applies(&check, &request.target) =>
+                {
+                    suspended(&check)
+                }
                 GateEntry::Ready(check) if applies(&check, &request.target) => {
                     request.object = input.for_check(&check.check);
                     self.run(&check, &mut request).await
@@ -320,8 +327,27 @@ fn with_policy(
         name,
         outcome,
         ignored,
+        suspended: false,
         duration,
         outputs_placement,
+    }
+}
+
+/// The part of a suspended check: not evaluated, the object passes it.
+fn suspended(check: &LoadedCheck) -> CheckRun {
+    CheckRun {
+        name: check.settings.name.clone(),
+        outcome: Ok(Verdict {
+            proceed: true,
+            requeue_after: None,
+            reason: "CheckSuspended".into(),
+            message: "suspended by its ConfigMap (suspend: \"true\"), not evaluated".into(),
+            outputs: BTreeMap::new(),
+        }),
+        ignored: None,
+        suspended: true,
+        duration: Duration::ZERO,
+        outputs_placement: check.settings.outputs.clone(),
     }
 }
 

@@ -25,7 +25,7 @@ pub struct OutcomeLabels {
     pub kind: String,
     /// The check.
     pub check: String,
-    /// `proceed`, `not-proceed`, `ignored`, or a failure kind (`check`, `timeout`, `memory`, `trap`, ...).
+    /// `proceed`, `not-proceed`, `ignored`, `suspended`, or a failure kind (`check`, `timeout`, `memory`, `trap`, ...).
     pub outcome: String,
 }
 
@@ -149,6 +149,7 @@ impl Metrics {
     pub fn record_runs(&self, kind: &str, runs: &[CheckRun]) {
         for run in runs {
             let outcome = match (&run.outcome, &run.ignored) {
+                _ if run.suspended => "suspended",
                 (_, Some(_)) => "ignored",
                 (Ok(verdict), None) if verdict.proceed => "proceed",
                 (Ok(_), None) => "not-proceed",

@@ -33,6 +33,9 @@ pub struct CheckSettings {
     pub limits: Limits,
     /// What to do when the check cannot run.
     pub failure_policy: FailurePolicy,
+    /// A suspended check is not evaluated: objects pass it, and their condition says so. Takes a check out
+    /// of the way (a misbehaving one, or to measure the gate's cost) without deleting its ConfigMap.
+    pub suspended: bool,
     /// Configuration handed to the check, as JSON.
     pub config: String,
     /// The switch that pauses the kind's own controller while an object may not proceed; every check of a
@@ -112,6 +115,7 @@ impl CheckSource {
                 order: 0,
                 limits: Limits::default(),
                 failure_policy: FailurePolicy::Fail,
+                suspended: false,
                 config: "{}".into(),
                 pause: None,
                 capabilities: CapabilitySettings::default(),

@@ -115,3 +115,33 @@ fn checks_run_in_order_then_by_name_and_moving_a_check_rechecks_both_kinds() {
     assert_eq!(names(&checks.for_kind(&app())), ["ns/b", "ns/c"]);
     assert_eq!(checks.loaded_per_kind().get(&app()), Some(&2));
 }
+
+#[tokio::test]
+async fn a_suspended_check_is_not_evaluated_and_the_object_passes_it_saying_so() {
+    let engine = std::sync::Arc::new(Engine::new(EngineConfig::default()).unwrap());
+    let checks = std::sync::Arc::new(CheckSet::new());
+    let mut source = CheckSource::new("ns/deps", app(), check_bytes("dependency-ready"));
+    source.settings.config = r#"{"available": []}"#.into();
+    checks.install(LoadedCheck::load(&engine, source.clone()).unwrap());
+    let gate = preflight_operator::Gate::new(engine.clone(), checks.clone());
+    let object = serde_json::json!({"apiVersion": "apps.example.com/v1", "kind": "App",
+        "metadata": {"name": "shop", "namespace": "ns"}, "spec": {"dependsOn": ["redis"]}});
+
+    let evaluated = gate.evaluate(&app(), object.clone()).await;
+    assert!(!evaluated.proceed());
+    assert_eq!(evaluated.summary.reason, "DependencyMissing");
+    assert!(!evaluated.runs[0].duration.is_zero());
+
+    source.settings.suspended = true;
+    checks.install(LoadedCheck::load(&engine, source).unwrap());
+    let passed = gate.evaluate(&app(), object).await;
+    assert!(passed.proceed());
+    assert_eq!(passed.summary.reason, "CheckSuspended");
+    assert_eq!(
+        passed.summary.message,
+        "deps: suspended by its ConfigMap (suspend: \"true\"), not evaluated"
+    );
+    assert!(passed.runs[0].suspended);
+    assert!(passed.runs[0].duration.is_zero(), "not evaluated");
+    assert_eq!(passed.outputs(), None, "the outputs on the object stay");
+}
