@@ -8,16 +8,17 @@
 //! Run: `cargo bench -p preflight --bench operator` (`BENCH_OBJECTS` changes the object count,
 //! `BENCH_OPERATOR_LOG` the operator's `RUST_LOG`).
 
+mod child_operator;
 #[path = "../../operator/tests/operator_support/mod.rs"]
 mod operator_support;
 
+use child_operator::ChildOperator;
 use futures::{StreamExt, stream};
 use kube::api::ListParams;
 use operator_support::*;
-use preflight_kube_harness::{admin_client, kubeconfig, test_namespace};
+use preflight_kube_harness::{admin_client, test_namespace};
 use preflight_test_support::check_bytes;
 use serde_json::json;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CHECKS: usize = 10;
@@ -94,8 +95,10 @@ async fn run(objects: usize) {
         .await;
     }
 
-    let (mut operator, address) = spawn_operator(&namespace);
+    let operator = ChildOperator::spawn(&namespace);
+    let address = operator.address;
     let started = Instant::now();
+    operator.listening().await;
     let api = kind.api(&client, &namespace);
     let mut first = None;
     loop {
@@ -125,7 +128,7 @@ async fn run(objects: usize) {
         objects as f64 / elapsed.as_secs_f64(),
         (objects - first_gated) as f64 / (elapsed - first_seen).as_secs_f64(),
     );
-    let (rss, peak) = resident_memory(operator.id());
+    let (rss, peak) = operator.memory();
     println!(
         "operator RSS with {CHECKS} checks and {objects} objects: {rss} MiB now, {peak} MiB peak"
     );
@@ -214,57 +217,7 @@ async fn run(objects: usize) {
         fresh.len() / 1000,
     );
 
-    stop(&mut operator);
+    drop(operator);
     kind.remove(&client).await;
     reload.remove(&client).await;
-}
-
-/// `preflight operator` for `namespace`, logging warnings only, without leader election; and where it serves.
-fn spawn_operator(namespace: &str) -> (Child, std::net::SocketAddr) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
-    let log = std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "warn".into());
-    let child = Command::new(env!("CARGO_BIN_EXE_preflight"))
-        .args([
-            "operator",
-            "--namespace",
-            namespace,
-            "--leader-election=false",
-        ])
-        .args(["--log-format", "text", "--listen", &address.to_string()])
-        .env("KUBECONFIG", kubeconfig())
-        .env("RUST_LOG", log)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("the preflight binary starts");
-    (child, address)
-}
-
-/// Current and peak resident set of a process, in MiB.
-fn resident_memory(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
-            .unwrap_or(0)
-            / 1024
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// SIGTERM, then wait up to 20 s for a graceful exit.
-fn stop(operator: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &operator.id().to_string()])
-        .status();
-    for _ in 0..200 {
-        if let Ok(Some(_)) = operator.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = operator.kill();
 }

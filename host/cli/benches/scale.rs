@@ -1,0 +1,312 @@
+//! The operator at scale against the real API server (tests/cluster), with the operator as a child process
+//! (`preflight operator`), the way it runs in a pod:
+//!
+//! 1. **Gate against no gate.** 5,000 objects of one kind, then one check ConfigMap gating it
+//!    (plugins/dependency-ready, which every object passes); the time from the API server accepting the
+//!    ConfigMap until the operator has written a condition on every object. The baseline is the same
+//!    operator with the same ConfigMap and `suspend: "true"`: it watches, lists, reconciles and writes the
+//!    same condition, without evaluating. Four phases in the order baseline, gate, gate, baseline (each on
+//!    a kind of its own, deleted afterwards), so that a drift of the machine hits both sides alike; the
+//!    ratio is of the medians.
+//! 2. **Memory.** A fresh operator for 5,000 objects and 50 distinct checks (the example component, each
+//!    made distinct by a custom section, so each is compiled and kept on its own): resident memory, now and
+//!    at its peak, once every object carries its condition.
+//! 3. **Quiet once converged.** Status writes during the next minute.
+//!
+//! Run: `cargo bench -p preflight --bench scale` (`BENCH_OBJECTS`, `BENCH_CHECKS` change the counts).
+
+mod child_operator;
+#[path = "../../operator/tests/operator_support/mod.rs"]
+mod operator_support;
+
+use child_operator::ChildOperator;
+use futures::{StreamExt, stream};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::ListParams;
+use operator_support::*;
+use preflight_kube_harness::{admin_client, test_namespace};
+use preflight_test_support::{check_bytes, with_custom_section};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+const PATIENCE: Duration = Duration::from_secs(600);
+const CONFIG: &str = r#"{"available": ["postgres-main"]}"#;
+/// How long the converged operator is watched for writes.
+const QUIET: Duration = Duration::from_secs(60);
+
+fn main() {
+    let count = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(default)
+    };
+    let (objects, checks) = (count("BENCH_OBJECTS", 5000), count("BENCH_CHECKS", 50));
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run(objects, checks));
+}
+
+async fn run(objects: usize, checks: usize) {
+    let client = admin_client().await;
+    let component = check_bytes("dependency-ready");
+
+    // 1. Gate against no gate.
+    let namespace = test_namespace(&client, "scale").await;
+    let operator = ChildOperator::spawn(&namespace);
+    let address = operator.address;
+    operator.listening().await;
+    // The component compiled before the first phase, and kept loaded by a check on a kind of its own, so
+    // that no phase pays for the compilation.
+    let warm = install_kind(&client, &namespace, "Warm", true).await;
+    put_check(
+        &client,
+        &namespace,
+        "warm",
+        &warm.gates(),
+        &component,
+        &[("config", CONFIG)],
+    )
+    .await;
+    let loaded = async || {
+        metric_at(
+            address,
+            "preflight_checks_loaded",
+            &[("kind", &warm.gates())],
+        )
+        .await
+    };
+    while loaded().await < 1.0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut gated = Vec::new();
+    let mut baseline = Vec::new();
+    for (phase, suspended) in [true, false, false, true].into_iter().enumerate() {
+        let kind = install_kind(&client, &namespace, &format!("Scale{phase}"), true).await;
+        create_objects(&client, &kind, &namespace, objects).await;
+        let suspend = suspended.to_string();
+        let accepted = Instant::now();
+        put_check(
+            &client,
+            &namespace,
+            &format!("gate-{phase}"),
+            &kind.gates(),
+            &component,
+            &[("config", CONFIG), ("suspend", &suspend)],
+        )
+        .await;
+        let accepted = accepted.elapsed();
+        let started = Instant::now();
+        let reason = if suspended {
+            "CheckSuspended"
+        } else {
+            "DependenciesAvailable"
+        };
+        let right = |condition: &Value| condition["reason"] == reason;
+        let elapsed = all_written(
+            &client, &kind, &namespace, address, objects, &right, started,
+        )
+        .await;
+        println!(
+            "phase {phase}: {objects} objects, {}: every condition written {elapsed:.2?} after the API server \
+             accepted the check ConfigMap (in {accepted:.1?})",
+            if suspended {
+                "gate off (suspend)"
+            } else {
+                "gate on"
+            }
+        );
+        if suspended {
+            baseline.push(elapsed);
+        } else {
+            gated.push(elapsed);
+        }
+        kind.remove(&client).await;
+        crd_gone(&client, &kind).await;
+    }
+    drop(operator);
+    warm.remove(&client).await;
+    let median = |times: &mut Vec<Duration>| {
+        times.sort();
+        (times[0] + times[times.len() - 1]) / 2
+    };
+    let (gate, base) = (median(&mut gated), median(&mut baseline));
+    println!(
+        "gate on ÷ gate off, {objects} objects: {:.3} ({gate:.2?} ÷ {base:.2?}; mean of two phases each)",
+        gate.as_secs_f64() / base.as_secs_f64()
+    );
+
+    // 2. Memory with many checks, 3. writes once converged.
+    let namespace = test_namespace(&client, "scale-rss").await;
+    let kind = install_kind(&client, &namespace, "Many", true).await;
+    create_objects(&client, &kind, &namespace, objects).await;
+    for index in 0..checks {
+        let distinct =
+            with_custom_section(&component, "bench-variant", index.to_string().as_bytes());
+        let order = index.to_string();
+        put_check(
+            &client,
+            &namespace,
+            &format!("check-{index:02}"),
+            &kind.gates(),
+            &distinct,
+            &[("config", CONFIG), ("order", &order)],
+        )
+        .await;
+    }
+    let operator = ChildOperator::spawn(&namespace);
+    let address = operator.address;
+    operator.listening().await;
+    let started = Instant::now();
+    // One check says why in its own words; several proceeding checks say so together.
+    // Every check has passed the object: one says why in its own words; several say so together, each
+    // check naming itself in the message. (Checks arrive one by one as they compile, each time re-gating
+    // every object, so a condition from fewer checks is no answer yet.)
+    let every_check = |condition: &Value| {
+        let passed = if checks == 1 {
+            "DependenciesAvailable"
+        } else {
+            "AllChecksPassed"
+        };
+        condition["reason"] == passed
+            && condition["message"]
+                .as_str()
+                .is_some_and(|message| message.split("; ").count() == checks)
+    };
+    let elapsed = all_written(
+        &client,
+        &kind,
+        &namespace,
+        address,
+        objects,
+        &every_check,
+        started,
+    )
+    .await;
+    let evaluations = metric_at(
+        address,
+        "preflight_evaluations_total",
+        &[("kind", &kind.gates())],
+    )
+    .await;
+    let (rss, peak) = operator.memory();
+    println!(
+        "{objects} objects × {checks} distinct checks: every condition written {elapsed:.2?} after the \
+         operator's start ({evaluations} evaluations); operator RSS {rss} MiB now, {peak} MiB peak"
+    );
+    let writes = async || {
+        metric_at(
+            address,
+            "preflight_status_writes_total",
+            &[("kind", &kind.gates())],
+        )
+        .await
+    };
+    let before = writes().await;
+    tokio::time::sleep(QUIET).await;
+    let after = writes().await;
+    let (rss, peak) = operator.memory();
+    println!(
+        "once converged: {} status writes in the next {QUIET:?}; RSS then {rss} MiB, {peak} MiB peak",
+        after - before
+    );
+    drop(operator);
+    kind.remove(&client).await;
+}
+
+/// `count` objects that name one available dependency, 32 creations in flight.
+async fn create_objects(client: &kube::Client, kind: &TestKind, namespace: &str, count: usize) {
+    let started = Instant::now();
+    stream::iter(0..count)
+        .for_each_concurrent(32, |index| async move {
+            let spec = json!({"dependsOn": ["postgres-main"]});
+            create_object(client, kind, namespace, &format!("o-{index:05}"), spec, &[]).await;
+        })
+        .await;
+    println!(
+        "created {count} {} objects in {:.1?}",
+        kind.kind,
+        started.elapsed()
+    );
+}
+
+/// The time from `started` until the operator has written `count` conditions on `kind` (its status-write
+/// counter, read every 50 ms: listing 5,000 objects that often would load the API server the operator
+/// shares); then checks, with one list, that every object's condition is `right` (else lists again every
+/// second, and the time until they all are counts).
+async fn all_written(
+    client: &kube::Client,
+    kind: &TestKind,
+    namespace: &str,
+    address: SocketAddr,
+    count: usize,
+    right: &dyn Fn(&Value) -> bool,
+    started: Instant,
+) -> Duration {
+    let gates = kind.gates();
+    loop {
+        let written = metric_at(
+            address,
+            "preflight_status_writes_total",
+            &[("kind", &gates)],
+        )
+        .await;
+        if written >= count as f64 {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{written} of {count} conditions written"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut elapsed = started.elapsed();
+    loop {
+        let list = kind
+            .api(client, namespace)
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+        let carrying = list
+            .items
+            .iter()
+            .filter(|object| {
+                object
+                    .data
+                    .pointer("/status/conditions")
+                    .and_then(|conditions| conditions.as_array())
+                    .is_some_and(|conditions| {
+                        conditions
+                            .iter()
+                            .any(|condition| condition["type"] == "Preflight" && right(condition))
+                    })
+            })
+            .count();
+        if carrying == count {
+            return elapsed;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{carrying} of {count} objects carry the expected condition"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        elapsed = started.elapsed();
+    }
+}
+
+/// Waits until the API server has deleted the CRD and its objects, so that the next phase does not share
+/// the machine with that clean-up.
+async fn crd_gone(client: &kube::Client, kind: &TestKind) {
+    let name = format!("{}.{}", kind.resource.plural, kind.group);
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    let started = Instant::now();
+    while crds.get_opt(&name).await.unwrap().is_some() {
+        assert!(started.elapsed() < PATIENCE, "CRD {name} still there");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
