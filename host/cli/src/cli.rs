@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and dispatch. Each subcommand lives in its own module.
 
 mod bench;
+mod declare_reads;
 mod fixtures;
 mod input;
 mod inspect;
@@ -60,6 +61,24 @@ enum Command {
     /// Create a new check project in a guest language: a check that waits while `spec.paused` is true, its
     /// fixtures, the SDK and WIT it builds against, and `build.sh` for the language's pinned toolchain.
     Scaffold(ScaffoldArgs),
+    /// Declare the parts of the object a check reads, in a copy of its component, so that the operator sends
+    /// only those parts: for checks in any language (the Rust SDK's `reads!` declares them at build time).
+    /// `preflight test` then runs every fixture both ways and fails where the answers differ.
+    DeclareReads(DeclareReadsArgs),
+}
+
+#[derive(Debug, Args)]
+struct DeclareReadsArgs {
+    /// The check component (.wasm).
+    #[arg(value_name = "FILE.wasm")]
+    check: PathBuf,
+    /// A part of the object the check reads: keys separated by dots, a key holding a dot in brackets
+    /// (`spec.dependsOn`, `metadata.annotations[example.com/tier]`); repeatable.
+    #[arg(long = "path", value_name = "PATH", required = true)]
+    paths: Vec<String>,
+    /// Where to write the component with its declaration.
+    #[arg(short = 'o', long, value_name = "OUT.wasm")]
+    output: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -283,6 +302,7 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Test(args) => fixtures::test(args).await,
         Command::Pack(args) => pack::pack(args),
         Command::Scaffold(args) => scaffold::scaffold(args).map(|()| EXIT_PROCEED),
+        Command::DeclareReads(args) => declare_reads::declare_reads(&args),
     };
     result.unwrap_or_else(|problem| {
         eprintln!("error: {problem}");

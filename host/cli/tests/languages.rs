@@ -115,6 +115,56 @@ fn every_language_passes_the_conformance_suite() {
 }
 
 #[test]
+fn every_language_declares_its_reads_with_the_cli_and_answers_the_projection_the_same() {
+    let dir = std::env::temp_dir().join(format!("languages-reads-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixtures = workspace_root().join("plugins/dependency-ready/fixtures.yaml");
+    for (language, check) in builds("plugins/dependency-ready", "dependency-ready")
+        .into_iter()
+        .skip(1)
+    {
+        let declared = dir.join(format!("{language}.wasm"));
+        let (status, stdout) = preflight(&[
+            "declare-reads",
+            check.to_str().unwrap(),
+            "--path",
+            "spec.dependsOn",
+            "-o",
+            declared.to_str().unwrap(),
+        ]);
+        assert_eq!(status, 0, "{language}: {stdout}");
+        assert!(
+            stdout.ends_with(": reads spec.dependsOn\n"),
+            "{language}: {stdout}"
+        );
+        let (status, table) = preflight(&[
+            "test",
+            "--check",
+            declared.to_str().unwrap(),
+            fixtures.to_str().unwrap(),
+            "--timeout",
+            "10s",
+        ]);
+        assert_eq!(status, 0, "{language}:\n{table}");
+        assert!(
+            table.ends_with("5 passed, 0 failed\n"),
+            "{language}:\n{table}"
+        );
+    }
+    let (status, _) = preflight(&[
+        "declare-reads",
+        build_check("dependency-ready").to_str().unwrap(),
+        "--path",
+        "spec..dependsOn",
+        "-o",
+        dir.join("bad.wasm").to_str().unwrap(),
+    ]);
+    assert_eq!(status, 2, "a malformed path is a usage error");
+    assert!(!dir.join("bad.wasm").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn every_language_answers_each_object_the_same() {
     let config = std::env::temp_dir().join(format!("languages-config-{}.json", std::process::id()));
     std::fs::write(

@@ -475,24 +475,12 @@ pub fn fixture(name: &str) -> PathBuf {
 /// `component` with a custom section `name` holding `data` appended at its top level: a built check with a
 /// declaration (such as `preflight-reads`) it was not built with.
 pub fn with_custom_section(component: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
-    fn leb128(mut value: usize, into: &mut Vec<u8>) {
-        loop {
-            let byte = (value & 0x7f) as u8;
-            value >>= 7;
-            if value == 0 {
-                into.push(byte);
-                return;
-            }
-            into.push(byte | 0x80);
-        }
-    }
-    let mut payload = Vec::new();
-    leb128(name.len(), &mut payload);
-    payload.extend_from_slice(name.as_bytes());
-    payload.extend_from_slice(data);
+    use wasm_encoder::ComponentSection;
     let mut bytes = component.to_vec();
-    bytes.push(0);
-    leb128(payload.len(), &mut bytes);
-    bytes.extend_from_slice(&payload);
+    wasm_encoder::CustomSection {
+        name: name.into(),
+        data: data.into(),
+    }
+    .append_to_component(&mut bytes);
     bytes
 }

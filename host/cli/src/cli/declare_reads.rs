@@ -1,0 +1,30 @@
+//! `preflight declare-reads`: a check's declaration of the parts of the object it reads, added to a built
+//! component as the `preflight-reads` custom section the engine looks for (what the Rust SDK's `reads!`
+//! writes at build time), so that checks in every language can have their input projected.
+
+use super::{DeclareReadsArgs, EXIT_PROCEED, Problem, input};
+use preflight_engine::{Projection, READS_SECTION};
+use wasm_encoder::{ComponentSection, CustomSection};
+
+pub fn declare_reads(args: &DeclareReadsArgs) -> Result<u8, Problem> {
+    let mut component = input::read(&args.check)?;
+    input::load_check(&component)?;
+    Projection::new(&args.paths).map_err(|problem| Problem::Input(format!("--path {problem}")))?;
+    let mut data = args.paths.join("\n");
+    data.push('\n');
+    CustomSection {
+        name: READS_SECTION.into(),
+        data: data.as_bytes().into(),
+    }
+    .append_to_component(&mut component);
+    let check = input::load_check(&component)?;
+    std::fs::write(&args.output, &component).map_err(|error| {
+        Problem::Input(format!("cannot write {}: {error}", args.output.display()))
+    })?;
+    println!(
+        "{}: reads {}",
+        args.output.display(),
+        check.info().reads.as_deref().unwrap_or_default().join(", ")
+    );
+    Ok(EXIT_PROCEED)
+}
