@@ -15,6 +15,12 @@ use serde_json::{Map, Value};
 /// The name of the custom section holding a check's declared paths.
 pub const READS_SECTION: &str = "preflight-reads";
 
+/// The most paths a check may declare: every evaluation walks each of them.
+pub const MAX_PATHS: usize = 256;
+
+/// The longest path accepted, in bytes.
+pub const MAX_PATH_BYTES: usize = 1024;
+
 /// Paths sent to every check that declares its reads: the object's identity, which checks name in their
 /// messages and SDKs decode into their object types.
 const IDENTITY: [&str; 5] = [
@@ -36,11 +42,23 @@ impl Projection {
     /// Parses declared paths (the identity is added). Errors name the path and what is wrong with it.
     pub fn new<S: AsRef<str>>(declared: &[S]) -> Result<Self, String> {
         let declared: Vec<String> = declared.iter().map(|p| p.as_ref().to_owned()).collect();
+        if declared.len() > MAX_PATHS {
+            return Err(format!(
+                "{} paths declared, at most {MAX_PATHS} are accepted (declare a parent instead of its fields)",
+                declared.len()
+            ));
+        }
         let mut paths = IDENTITY
             .iter()
             .map(|path| keys(path))
             .collect::<Result<Vec<_>, _>>()?;
         for path in &declared {
+            if path.len() > MAX_PATH_BYTES {
+                return Err(format!(
+                    "a path of {} bytes, at most {MAX_PATH_BYTES} are accepted",
+                    path.len()
+                ));
+            }
             paths.push(keys(path).map_err(|problem| format!("path `{path}`: {problem}"))?);
         }
         Ok(Self { declared, paths })
@@ -245,6 +263,16 @@ mod tests {
         assert_eq!(
             Projection::new(&["spec", "a..b"]).unwrap_err(),
             "path `a..b`: an empty key"
+        );
+        let many: Vec<String> = (0..=MAX_PATHS).map(|i| format!("spec.f{i}")).collect();
+        assert!(Projection::new(&many[1..]).is_ok());
+        assert_eq!(
+            Projection::new(&many).unwrap_err(),
+            "257 paths declared, at most 256 are accepted (declare a parent instead of its fields)"
+        );
+        assert_eq!(
+            Projection::new(&["a".repeat(MAX_PATH_BYTES + 1)]).unwrap_err(),
+            "a path of 1025 bytes, at most 1024 are accepted"
         );
     }
 }

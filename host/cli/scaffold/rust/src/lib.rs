@@ -35,3 +35,5 @@ pub fn check(request: Request<Object<Spec>, Config>) -> Outcome {
 }
 
 preflight_guest::check!(check);
+// The parts of the object the check reads: the host sends only these (`preflight test` checks both ways).
+preflight_guest::reads!("spec.paused");
