@@ -230,10 +230,11 @@ impl Engine {
 
     fn load_uncached(&self, bytes: &[u8], digest: Digest) -> Result<Arc<Check>, Error> {
         validate::check_header(bytes)?;
-        let projection = Projection::declared_in(bytes)?;
         let component = self.compile(bytes, digest)?;
         let interface = Interface::of(&component, &self.engine);
         let contract_version = interface.check_contract(&component, &self.engine)?;
+        // After compiling: bytes that are not a component at all are told so, not that a section is unreadable.
+        let projection = Projection::declared_in(bytes)?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|error| {
             Error::InvalidComponent(format!("its imports do not match the host's: {error:#}"))
         })?;
