@@ -261,8 +261,6 @@ fn applies(check: &LoadedCheck, target: &Target) -> bool {
     versions.is_empty() || versions.contains(&target.version)
 }
 
-/// The object as JSON without `metadata.managedFields`: bookkeeping no check needs, often the largest part
-/// of an object.
 /// The object a gate evaluates, without `metadata.managedFields` (the API server's bookkeeping, often the
 /// largest part of an object, never a check's business), serialised once for the checks that take it whole.
 struct Input {
