@@ -175,6 +175,10 @@ struct Evaluate {
     /// Time limit of one outbound HTTP request, e.g. 2s.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
     http_timeout: Duration,
+    /// Send the whole object even to a check that declares the parts it reads (by default it gets only
+    /// those, as from the operator): to see what the declaration saves, or what it leaves out.
+    #[arg(long)]
+    whole_object: bool,
 }
 
 #[derive(Debug, Args)]

@@ -360,6 +360,29 @@ fn cli_test_fails_a_check_whose_declared_reads_leave_out_what_it_decides_on() {
         check.to_str().unwrap(),
         fixtures.to_str().unwrap(),
     ]);
+    // `run` sends what the operator would (the labels: the check cannot tell what to do), or the whole
+    // object when asked.
+    let object = std::env::temp_dir().join(format!("preflight-narrow-{}.yaml", std::process::id()));
+    std::fs::write(
+        &object,
+        "apiVersion: conformance.example.com/v1\nkind: Probe\nmetadata: {name: p, namespace: a}\nspec: {behave: requeue, seconds: 90}\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "-o", "json", "--check", check.to_str().unwrap()];
+        args.extend(["--object", object.to_str().unwrap()]);
+        args.extend(extra);
+        let (_, json) = preflight(&args);
+        serde_json::from_str::<Value>(&json).unwrap()
+    };
+    assert_eq!(
+        run(&[])["reason"],
+        "InvalidObject",
+        "spec.behave was not sent"
+    );
+    let whole = run(&["--whole-object"]);
+    assert_eq!(whole["requeueAfterMs"], 90_000, "{whole}");
+    std::fs::remove_file(&object).unwrap();
     std::fs::remove_file(&check).unwrap();
     assert_eq!(status, 1, "{stdout}");
     let requeue = stdout

@@ -38,6 +38,7 @@ pub struct Prepared {
     object: serde_json::Value,
     config: serde_json::Value,
     now: std::time::SystemTime,
+    whole_object: bool,
     pub limits: Limits,
     /// Outbound HTTP when `--allow-http` was given; never lookups (there is no cluster).
     pub grants: Grants,
@@ -79,6 +80,7 @@ impl Evaluate {
             object,
             config,
             now: self.now.unwrap_or_else(std::time::SystemTime::now),
+            whole_object: self.whole_object,
             limits,
             grants,
         })
@@ -86,9 +88,13 @@ impl Evaluate {
 }
 
 impl Prepared {
-    /// The request `check` receives, as the operator would send it.
+    /// The request `check` receives, as the operator would send it (or with the whole object when asked).
     pub fn request(&self, check: &Check) -> Request {
-        request(check, &self.object, &self.config, self.now)
+        let mut request = request(check, &self.object, &self.config, self.now);
+        if self.whole_object && check.projection().is_some() {
+            request.object = self.object.to_string();
+        }
+        request
     }
 }
 
