@@ -21,9 +21,10 @@ mod operator_support;
 
 use child_operator::ChildOperator;
 use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{DeleteParams, ListParams};
 use operator_support::*;
 use preflight_kube_harness::{admin_client, test_namespace};
 use preflight_test_support::{check_bytes, with_custom_section};
@@ -81,7 +82,12 @@ async fn run(objects: usize, checks: usize) {
         )
         .await
     };
+    let started = Instant::now();
     while loaded().await < 1.0 {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the warm-up check never loaded"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut gated = Vec::new();
@@ -129,6 +135,11 @@ async fn run(objects: usize, checks: usize) {
         } else {
             gated.push(elapsed);
         }
+        // The check goes first, so that the operator does not keep looking for a kind that is gone.
+        Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+            .delete(&format!("gate-{phase}"), &DeleteParams::default())
+            .await
+            .unwrap();
         kind.remove(&client).await;
         crd_gone(&client, &kind).await;
     }
