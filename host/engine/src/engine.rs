@@ -336,19 +336,21 @@ impl Engine {
     ) -> Evaluation {
         let key = WarmKey::of(check.digest(), request);
         let (mut store, bound, uses, slot) = match self.warm.take(&key) {
-            Some(warm) => (warm.store, Some(warm.bound), warm.uses, warm.slot),
+            Some(mut warm) => {
+                warm.store.data_mut().begin(
+                    limits.memory_bytes.min(self.max_memory_bytes),
+                    request.now,
+                    grants,
+                    &request.target,
+                );
+                (warm.store, Some(warm.bound), warm.uses, warm.slot)
+            }
             None => {
                 let slot = self.slot().await;
                 (self.new_store(request, limits, grants), None, 0, slot)
             }
         };
         let started = Instant::now();
-        store.data_mut().begin(
-            limits.memory_bytes.min(self.max_memory_bytes),
-            request.now,
-            grants,
-            &request.target,
-        );
         let deadline = arm(&mut store, limits, started);
         let run = async {
             let bound = match bound {

@@ -101,6 +101,14 @@ impl Projection {
         &self.declared
     }
 
+    /// The content of a [`READS_SECTION`] declaring these paths: each followed by a newline.
+    pub fn section(&self) -> Vec<u8> {
+        self.declared
+            .iter()
+            .flat_map(|path| path.bytes().chain([b'\n']))
+            .collect()
+    }
+
     /// The parts of `object` the check reads, shaped as in `object`.
     pub fn apply(&self, object: &Value) -> Value {
         let mut projected = Value::Object(Map::new());
@@ -238,6 +246,15 @@ mod tests {
         for (paths, expected) in table {
             assert_eq!(project(paths), expected, "paths {paths:?}");
         }
+    }
+
+    #[test]
+    fn its_section_declares_the_same_paths() {
+        let projection = Projection::new(&["spec.mode", "metadata.annotations[a.b/c]"]).unwrap();
+        assert_eq!(
+            projection.section(),
+            b"spec.mode\nmetadata.annotations[a.b/c]\n"
+        );
     }
 
     #[test]

@@ -111,7 +111,7 @@ impl Gate {
         let key = object_key(&object, &target);
         // One request for every check of the object; the configuration, and the object's projection for
         // checks that declared their reads, change between checks.
-        let input = Input::new(object);
+        let mut input = Input::new(object);
         let mut request = Request {
             object: String::new(),
             config: String::new(),
@@ -127,8 +127,10 @@ impl Gate {
                     suspended(&check)
                 }
                 GateEntry::Ready(check) if applies(&check, &request.target) => {
-                    request.object = input.for_check(&check.check);
-                    self.run(&check, &mut request).await
+                    request.object = input.take_for(&check.check);
+                    let run = self.run(&check, &mut request).await;
+                    input.give_back(&check.check, std::mem::take(&mut request.object));
+                    run
                 }
                 GateEntry::Ready(_) => continue,
                 GateEntry::Unavailable {
@@ -262,10 +264,11 @@ fn applies(check: &LoadedCheck, target: &Target) -> bool {
 }
 
 /// The object a gate evaluates, without `metadata.managedFields` (the API server's bookkeeping, often the
-/// largest part of an object, never a check's business), serialised once for the checks that take it whole.
+/// largest part of an object, never a check's business), serialised once, and lent rather than copied, for
+/// the checks that take it whole.
 struct Input {
     object: serde_json::Value,
-    whole: std::sync::OnceLock<String>,
+    whole: Option<String>,
 }
 
 impl Input {
@@ -275,15 +278,22 @@ impl Input {
         }
         Self {
             object,
-            whole: std::sync::OnceLock::new(),
+            whole: None,
         }
     }
 
-    /// What `check` receives: the parts it declared it reads, else the whole object.
-    fn for_check(&self, check: &Check) -> String {
+    /// What `check` receives: the parts it declared it reads, else the whole object (to give back).
+    fn take_for(&mut self, check: &Check) -> String {
         match check.projection() {
             Some(projection) => projection.apply(&self.object).to_string(),
-            None => self.whole.get_or_init(|| self.object.to_string()).clone(),
+            None => self.whole.take().unwrap_or_else(|| self.object.to_string()),
+        }
+    }
+
+    /// Takes back what [`Input::take_for`] gave `check`, keeping the whole object for the next check.
+    fn give_back(&mut self, check: &Check, sent: String) {
+        if check.projection().is_none() {
+            self.whole = Some(sent);
         }
     }
 }

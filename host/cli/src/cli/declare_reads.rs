@@ -9,12 +9,11 @@ use wasm_encoder::{ComponentSection, CustomSection};
 pub fn declare_reads(args: &DeclareReadsArgs) -> Result<u8, Problem> {
     let mut component = input::read(&args.check)?;
     input::load_check(&component)?;
-    Projection::new(&args.paths).map_err(|problem| Problem::Input(format!("--path {problem}")))?;
-    let mut data = args.paths.join("\n");
-    data.push('\n');
+    let projection = Projection::new(&args.paths)
+        .map_err(|problem| Problem::Input(format!("--path {problem}")))?;
     CustomSection {
         name: READS_SECTION.into(),
-        data: data.as_bytes().into(),
+        data: projection.section().into(),
     }
     .append_to_component(&mut component);
     let check = input::load_check(&component)?;

@@ -121,7 +121,7 @@ pub async fn test(args: TestArgs) -> Result<u8, Problem> {
                 },
                 None => limits,
             };
-            let request = request_for(&check, &object, &config, now);
+            let request = request_for(check.input(&object), &object, &config, now);
             let evaluation = engine.evaluate(&check, &request, &limits).await;
             let mut verdict = judge(case, &evaluation);
             if let Some(projection) = check.projection() {

@@ -90,24 +90,25 @@ impl Evaluate {
 impl Prepared {
     /// The request `check` receives, as the operator would send it (or with the whole object when asked).
     pub fn request(&self, check: &Check) -> Request {
-        let mut request = request(check, &self.object, &self.config, self.now);
-        if self.whole_object && check.projection().is_some() {
-            request.object = self.object.to_string();
-        }
-        request
+        let sent = if self.whole_object {
+            self.object.to_string()
+        } else {
+            check.input(&self.object)
+        };
+        request(sent, &self.object, &self.config, self.now)
     }
 }
 
-/// The request for `object` (a Kubernetes object as JSON) with `config` at `now`, as `check` receives it:
-/// the parts of the object it declared it reads, else all of it.
+/// The request about `object` (a Kubernetes object as JSON) that sends `sent` (all of it, or the parts a
+/// check declared it reads: [`Check::input`]) with `config` at `now`.
 pub fn request(
-    check: &Check,
+    sent: String,
     object: &serde_json::Value,
     config: &serde_json::Value,
     now: std::time::SystemTime,
 ) -> Request {
     Request {
-        object: check.input(object),
+        object: sent,
         config: config.to_string(),
         target: Target::of_object(object),
         now,
