@@ -261,3 +261,95 @@ bool exports_preflight_check_configure_validate_config(wit_string *raw, wit_stri
     set_string(err, refusal);
     return false;
 }
+
+/* Lookups (contract 0.2's preflight:check/cluster): the API version split into group and version, the
+ * namespace optional, the answer parsed with preflight_json. */
+
+static preflight_check_cluster_object_kind_t object_kind(const char *api_version, const char *kind) {
+    preflight_check_cluster_object_kind_t result;
+    const char *slash = strrchr(api_version, '/');
+    if (slash == NULL) {
+        preflight_check_with_config_string_dup(&result.group, "");
+        preflight_check_with_config_string_dup(&result.version, api_version);
+    } else {
+        preflight_check_with_config_string_dup_n(&result.group, api_version, (size_t)(slash - api_version));
+        preflight_check_with_config_string_dup(&result.version, slash + 1);
+    }
+    preflight_check_with_config_string_dup(&result.kind, kind);
+    return result;
+}
+
+/* Parses the host's answer `text` into *tree; an unparsable answer is a failure naming the kind. */
+static pf_lookup parsed(const char *text, size_t length, const char *kind, pf_json **tree, char **error) {
+    char problem[256];
+    *tree = pf_json_parse(text, length, problem, sizeof problem);
+    if (*tree == NULL) {
+        *error = pf_refuse("the host's answer for %s is not JSON: %s", kind, problem);
+        return PF_LOOKUP_FAILED;
+    }
+    return PF_LOOKUP_FOUND;
+}
+
+pf_lookup pf_get(const char *api_version, const char *kind, const char *namespace, const char *name, pf_json **object,
+                 char **error) {
+    *object = NULL;
+    *error = NULL;
+    preflight_check_cluster_object_kind_t wanted = object_kind(api_version, kind);
+    wit_string in_namespace, named;
+    preflight_check_with_config_string_dup(&in_namespace, namespace == NULL ? "" : namespace);
+    preflight_check_with_config_string_dup(&named, name);
+    preflight_check_with_config_option_string_t found;
+    wit_string failure;
+    bool ok = preflight_check_cluster_get(&wanted, namespace == NULL ? NULL : &in_namespace, &named, &found, &failure);
+    preflight_check_cluster_object_kind_free(&wanted);
+    preflight_check_with_config_string_free(&in_namespace);
+    preflight_check_with_config_string_free(&named);
+    if (!ok) {
+        *error = terminated(&failure);
+        preflight_check_with_config_string_free(&failure);
+        return PF_LOOKUP_FAILED;
+    }
+    if (!found.is_some) return PF_LOOKUP_NOT_FOUND;
+    pf_lookup result = parsed((const char *)found.val.ptr, found.val.len, kind, object, error);
+    preflight_check_with_config_option_string_free(&found);
+    return result;
+}
+
+pf_lookup pf_list(const char *api_version, const char *kind, const char *namespace, const char *label_selector,
+                  pf_json **objects, char **error) {
+    *objects = NULL;
+    *error = NULL;
+    preflight_check_cluster_object_kind_t wanted = object_kind(api_version, kind);
+    wit_string in_namespace, selector;
+    preflight_check_with_config_string_dup(&in_namespace, namespace == NULL ? "" : namespace);
+    preflight_check_with_config_string_dup(&selector, label_selector == NULL ? "" : label_selector);
+    preflight_check_with_config_list_string_t found;
+    wit_string failure;
+    bool ok =
+        preflight_check_cluster_list(&wanted, namespace == NULL ? NULL : &in_namespace, &selector, &found, &failure);
+    preflight_check_cluster_object_kind_free(&wanted);
+    preflight_check_with_config_string_free(&in_namespace);
+    preflight_check_with_config_string_free(&selector);
+    if (!ok) {
+        *error = terminated(&failure);
+        preflight_check_with_config_string_free(&failure);
+        return PF_LOOKUP_FAILED;
+    }
+    size_t length = 2;
+    for (size_t i = 0; i < found.len; i++) length += found.ptr[i].len + 1;
+    char *array = malloc(length + 1);
+    if (array == NULL) abort();
+    size_t at = 0;
+    array[at++] = '[';
+    for (size_t i = 0; i < found.len; i++) {
+        if (i > 0) array[at++] = ',';
+        memcpy(array + at, found.ptr[i].ptr, found.ptr[i].len);
+        at += found.ptr[i].len;
+    }
+    array[at++] = ']';
+    array[at] = '\0';
+    preflight_check_with_config_list_string_free(&found);
+    pf_lookup result = parsed(array, at, kind, objects, error);
+    free(array);
+    return result;
+}

@@ -91,6 +91,24 @@ void pf_info(const char *format, ...) __attribute__((format(printf, 1, 2)));
 void pf_warn(const char *format, ...) __attribute__((format(printf, 1, 2)));
 void pf_error_log(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
+/** How a lookup of other objects (contract 0.2, answered by the operator from its watch caches) went. */
+typedef enum {
+    PF_LOOKUP_FOUND,     /* the object (or the list) is in *result */
+    PF_LOOKUP_NOT_FOUND, /* no such object */
+    PF_LOOKUP_FAILED,    /* refused or failed: *error says what is not granted or what went wrong */
+} pf_lookup;
+
+/** Reads the object `name` of `kind` in `api_version` ("v1", "apps/v1") in `namespace` (NULL: the gated
+ *  object's). On PF_LOOKUP_FOUND, *object is the parsed object (free it with pf_json_free); on
+ *  PF_LOOKUP_FAILED, *error is an allocated message (free it). Only the kinds, and Secrets by name, that the
+ *  check's ConfigMap grants can be read. */
+pf_lookup pf_get(const char *api_version, const char *kind, const char *namespace, const char *name, pf_json **object,
+                 char **error);
+/** Reads the objects of `kind` in `api_version` matching `label_selector` ("app=db,tier!=cache"; "": all),
+ *  sorted by namespace and name, as one parsed JSON array in *objects (free it with pf_json_free). */
+pf_lookup pf_list(const char *api_version, const char *kind, const char *namespace, const char *label_selector,
+                  pf_json **objects, char **error);
+
 /** The function a check defines. */
 typedef pf_outcome (*pf_check_fn)(const pf_request *request);
 /** An optional configuration check, called when the configuration is loaded: return NULL to accept it, or

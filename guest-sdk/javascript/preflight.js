@@ -10,10 +10,11 @@
 //   export const { evaluate, configure } = exports(check);
 //
 // The idioms are the Rust SDK's: proceed / requeue after / block / error, with a reason, a message and
-// outputs; logging to the host; `http.get` over the standard wasi:http (the host enforces the check's
-// grants). An exception thrown by the check is an error outcome (the host backs off and retries);
+// outputs; logging to the host; `http.get` over the standard wasi:http and `cluster.get` / `cluster.list`
+// lookups of other objects (the host enforces the check's grants). An exception thrown by the check is an error outcome (the host backs off and retries);
 // `InvalidObject` gives it that reason. Built with componentize-js (see guest-sdk/javascript/README.md).
 
+import { get as clusterGet, list as clusterList } from "preflight:check/cluster@0.2.0";
 import { log } from "preflight:check/log@0.2.0";
 import { handle } from "wasi:http/outgoing-handler@0.2.12";
 import { Fields, IncomingBody, OutgoingRequest } from "wasi:http/types@0.2.12";
@@ -40,7 +41,7 @@ export class Outcome {
     return new Outcome(true, undefined, undefined);
   }
 
-  /** Do not reconcile now; evaluate again after `seconds`. */
+  /** Do not reconcile now; evaluate again after `seconds` (a number, rounded to the nearest millisecond). */
   static requeueAfter(seconds) {
     return new Outcome(false, seconds, undefined);
   }
@@ -80,7 +81,7 @@ export class Outcome {
     const delay =
       this.requeueAfter === undefined
         ? undefined
-        : Math.min(Math.max(Math.ceil(this.requeueAfter * 1000), 0), 2 ** 32 - 1);
+        : Math.min(Math.max(milliseconds(this.requeueAfter), 0), 2 ** 32 - 1);
     return {
       proceed: this.proceed,
       requeueAfterMs: delay,
@@ -90,6 +91,14 @@ export class Outcome {
       outputs: [...this.outputs].map(([key, value]) => ({ key, value })),
     };
   }
+}
+
+/**
+ * `seconds` as whole milliseconds, rounded to the nearest: a float's representation error (2.007 * 1000 is
+ * 2007.0000000000002) never adds one.
+ */
+function milliseconds(seconds) {
+  return Math.floor(seconds * 1000 + 0.5);
 }
 
 function parseConfig(raw) {
@@ -134,10 +143,16 @@ export function exports(check, validate) {
       },
     },
     configure: {
+      // componentize-js turns a thrown value into the result's error, which must be a string: an Error
+      // escaping here would trap instead of refusing the configuration with its message.
       validateConfig(raw) {
-        const config = parseConfig(raw);
-        if (validate) {
-          validate(config);
+        try {
+          const config = parseConfig(raw);
+          if (validate) {
+            validate(config);
+          }
+        } catch (problem) {
+          throw problem instanceof Error ? problem.message : String(problem);
         }
       },
     },
@@ -146,18 +161,21 @@ export function exports(check, validate) {
 
 /**
  * `seconds` plus up to `percent`% of it, chosen by a hash of the object's namespace and name (FNV-1a, the
- * same rule as the Rust and Python SDKs): objects spread their retries, each keeps its schedule.
+ * same rule as the Rust and Python SDKs): objects spread their retries, each keeps its schedule. Computed
+ * in whole milliseconds, as in Rust; the seconds returned are a whole number of milliseconds, which
+ * `requeueAfter` takes exactly.
  */
 export function withJitter(seconds, percent, target) {
-  const spreadMs = BigInt(Math.floor((seconds * 1000 * Math.min(percent, 100)) / 100));
+  const baseMs = milliseconds(seconds);
+  const spreadMs = (BigInt(baseMs) * BigInt(Math.floor(Math.min(percent, 100)))) / 100n;
   if (spreadMs === 0n) {
-    return seconds;
+    return baseMs / 1000;
   }
   let digest = 0xcbf29ce484222325n;
   for (const byte of new TextEncoder().encode(`${target.namespace ?? ""}/${target.name}`)) {
     digest = ((digest ^ BigInt(byte)) * 0x100000001b3n) & 0xffffffffffffffffn;
   }
-  return seconds + Number(digest % spreadMs) / 1000;
+  return (baseMs + Number(digest % spreadMs)) / 1000;
 }
 
 /** How many redirects `http.get` follows; each one is a new request the host checks against the allow-list. */
@@ -171,9 +189,13 @@ function splitUrl(url) {
   return [match[1].toLowerCase(), match[2], match[3] || "/"];
 }
 
+/** The error code's name as the Rust and Python SDKs print it: `HTTP-request-denied` is `HttpRequestDenied`. */
 function errorCode(code) {
   const tag = code?.tag ?? String(code);
-  return tag.replace(/(^|-)([a-z])/g, (_, __, letter) => letter.toUpperCase());
+  return tag
+    .split("-")
+    .map((word) => word.charAt(0).toUpperCase() + word.slice(1).toLowerCase())
+    .join("");
 }
 
 function sendGet(url) {
@@ -269,3 +291,40 @@ export const debug = (message) => log("debug", String(message));
 export const info = (message) => log("info", String(message));
 export const warn = (message) => log("warn", String(message));
 export const error = (message) => log("error", String(message));
+
+/** A lookup the host refused or that failed; the message names what is not granted. */
+export class LookupError extends Error {}
+
+function objectKind(apiVersion, kind) {
+  const slash = apiVersion.lastIndexOf("/");
+  return slash < 0
+    ? { group: "", version: apiVersion, kind }
+    : { group: apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1), kind };
+}
+
+function lookup(call) {
+  try {
+    return call();
+  } catch (refused) {
+    throw new LookupError(String(refused?.payload ?? refused));
+  }
+}
+
+/**
+ * Read-only lookups of other Kubernetes objects (contract 0.2), answered by the operator from its watch
+ * caches; only what the check's ConfigMap grants. The same rules and names as the Rust SDK's `cluster`.
+ */
+export const cluster = {
+  /** The object `name` of `kind` in `apiVersion` ("v1", "apps/v1"), or undefined when it does not exist;
+   *  `namespace` undefined: the gated object's. */
+  get(apiVersion, kind, namespace, name) {
+    const found = lookup(() => clusterGet(objectKind(apiVersion, kind), namespace, name));
+    return found === undefined ? undefined : JSON.parse(found);
+  },
+  /** The objects of `kind` matching `labelSelector` ("app=db,tier!=cache"; "": all), sorted. */
+  list(apiVersion, kind, namespace, labelSelector = "") {
+    return lookup(() => clusterList(objectKind(apiVersion, kind), namespace, labelSelector)).map((item) =>
+      JSON.parse(item),
+    );
+  },
+};

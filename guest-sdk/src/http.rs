@@ -65,9 +65,15 @@ impl std::error::Error for HttpError {}
 
 /// Sends `GET url` and reads the whole response, following up to [`MAX_REDIRECTS`] redirects.
 pub fn get(url: &str) -> Result<Response, HttpError> {
+    get_with_headers(url, &[])
+}
+
+/// [`get`] with request headers (`Accept`, say). Headers the host sets are refused with an error: `Host`
+/// (built from the checked destination) and the credentials its grant injects.
+pub fn get_with_headers(url: &str, headers: &[(&str, &str)]) -> Result<Response, HttpError> {
     let mut url = url.to_owned();
     for _ in 0..=MAX_REDIRECTS {
-        let response = send_get(&url)?;
+        let response = send_get(&url, headers)?;
         let location = match response.status {
             301 | 302 | 303 | 307 | 308 => response.header("location").map(str::to_owned),
             _ => None,
@@ -116,13 +122,19 @@ fn resolve(base: &str, location: &str) -> Result<String, HttpError> {
 }
 
 #[cfg(target_arch = "wasm32")]
-fn send_get(url: &str) -> Result<Response, HttpError> {
+fn send_get(url: &str, headers: &[(&str, &str)]) -> Result<Response, HttpError> {
     use wasip2::http::outgoing_handler;
     use wasip2::http::types::{Fields, IncomingBody, Method, OutgoingRequest, Scheme};
     use wasip2::io::streams::StreamError;
 
     let (scheme, authority, path) = split_url(url)?;
-    let request = OutgoingRequest::new(Fields::new());
+    let fields = Fields::new();
+    for (name, value) in headers {
+        fields
+            .append(name, value.as_bytes())
+            .map_err(|error| HttpError(format!("GET {url}: header {name}: {error:?}")))?;
+    }
+    let request = OutgoingRequest::new(fields);
     let scheme = if scheme.eq_ignore_ascii_case("https") {
         Scheme::Https
     } else {
@@ -175,7 +187,7 @@ fn send_get(url: &str) -> Result<Response, HttpError> {
 /// Natively (unit tests) there is no host to send through: run the component (`preflight run`,
 /// `preflight test`) to exercise HTTP.
 #[cfg(not(target_arch = "wasm32"))]
-fn send_get(url: &str) -> Result<Response, HttpError> {
+fn send_get(url: &str, _headers: &[(&str, &str)]) -> Result<Response, HttpError> {
     split_url(url)?;
     Err(HttpError(format!(
         "GET {url}: outbound HTTP needs the preflight host; run the component with `preflight run`"

@@ -29,7 +29,8 @@ where
     ))
 }
 
-/// Deserialises the object and configuration, then calls `function`; decoding failures become errors.
+/// Deserialises the configuration, then the object, then calls `function`; decoding failures become errors.
+/// The configuration first, in every SDK: a bad one is the administrator's to fix, whatever the object.
 pub(crate) fn decode_and_call<T, C, R>(
     raw_object: String,
     raw_config: &str,
@@ -42,6 +43,13 @@ where
     C: DeserializeOwned,
     R: IntoOutcome,
 {
+    let config = match decode_config(raw_config) {
+        Ok(config) => config,
+        Err(error) => {
+            return Outcome::error(format!("invalid check configuration: {error}"))
+                .because("InvalidConfig", "");
+        }
+    };
     let object = match serde_json::from_str(&raw_object) {
         Ok(object) => object,
         Err(error) => {
@@ -49,13 +57,6 @@ where
                 "the object does not match the check's type: {error}"
             ))
             .because("InvalidObject", "");
-        }
-    };
-    let config = match decode_config(raw_config) {
-        Ok(config) => config,
-        Err(error) => {
-            return Outcome::error(format!("invalid check configuration: {error}"))
-                .because("InvalidConfig", "");
         }
     };
     function(Request {
@@ -199,6 +200,26 @@ mod tests {
             "{undecodable}"
         );
         assert_eq!(validate_config("[]", check, accept_any), Ok(()));
+    }
+
+    #[test]
+    fn a_bad_configuration_is_told_before_a_bad_object_as_in_every_sdk() {
+        let both_bad = decode_and_call(
+            "not an object".to_owned(),
+            "[1",
+            Target::default(),
+            SystemTime::now(),
+            check,
+        );
+        assert_eq!(both_bad.reason(), "InvalidConfig");
+        let object_bad = decode_and_call(
+            "not an object".to_owned(),
+            "[1]",
+            Target::default(),
+            SystemTime::now(),
+            check,
+        );
+        assert_eq!(object_bad.reason(), "InvalidObject");
     }
 
     #[test]

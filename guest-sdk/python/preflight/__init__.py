@@ -19,16 +19,17 @@ by the check becomes an error outcome (the host backs off and retries), `Invalid
 
 import datetime
 import json
+import math
 
 from componentize_py_types import Err
 from wit_world import exports as _wit_exports
 from wit_world.imports import log as _log
 from wit_world.imports.preflight_check_types import Output, PreflightResult
 
-from . import http
+from . import cluster, http
 
 __all__ = [
-    "Outcome", "Request", "Target", "InvalidObject", "exports", "with_jitter", "http",
+    "Outcome", "Request", "Target", "InvalidObject", "exports", "with_jitter", "http", "cluster",
     "trace", "debug", "info", "warn", "error",
 ]
 
@@ -78,7 +79,8 @@ class Outcome:
 
     @staticmethod
     def requeue_after(seconds):
-        """Do not reconcile now; evaluate again after `seconds`."""
+        """Do not reconcile now; evaluate again after `seconds` (a number, rounded to the nearest
+        millisecond: `2.007` is 2007 ms)."""
         return Outcome(False, requeue_after=seconds)
 
     @staticmethod
@@ -111,11 +113,17 @@ class Outcome:
     def _result(self):
         delay = None
         if self._requeue_after is not None:
-            delay = min(max(int(-(-self._requeue_after * 1000 // 1)), 0), 2**32 - 1)
+            delay = min(max(_milliseconds(self._requeue_after), 0), 2**32 - 1)
         return PreflightResult(
             proceed=self._proceed, requeue_after_ms=delay, error=self._error,
             reason=self._reason, message=self._message,
             outputs=[Output(key=key, value=value) for key, value in self._outputs.items()])
+
+
+def _milliseconds(seconds):
+    """`seconds` as whole milliseconds, rounded to the nearest: a float's representation error (2.007 * 1000
+    is 2007.0000000000002) never adds one."""
+    return math.floor(seconds * 1000 + 0.5)
 
 
 def _config(raw):
@@ -157,14 +165,17 @@ def exports(check, validate=None):
 
 def with_jitter(seconds, percent, target):
     """`seconds` plus up to `percent`% of it, chosen by a hash of the object's namespace and name (the same
-    rule as the Rust SDK's `with_jitter`, FNV-1a): objects spread their retries, each keeps its schedule."""
-    spread_ms = int(seconds * 1000) * min(percent, 100) // 100
+    rule as the Rust SDK's `with_jitter`, FNV-1a): objects spread their retries, each keeps its schedule.
+    Computed in whole milliseconds, as in Rust; the seconds returned are a whole number of milliseconds, which
+    `requeue_after` takes exactly."""
+    base_ms = _milliseconds(seconds)
+    spread_ms = base_ms * min(percent, 100) // 100
     if spread_ms == 0:
-        return seconds
+        return base_ms / 1000
     digest = 0xCBF29CE484222325
     for byte in f"{target.namespace or ''}/{target.name}".encode():
         digest = ((digest ^ byte) * 0x100000001B3) % 2**64
-    return seconds + (digest % spread_ms) / 1000
+    return (base_ms + digest % spread_ms) / 1000
 
 
 def _logger(level):

@@ -138,6 +138,8 @@ fn config_maps(component: &Path) -> usize {
             "dependency-ready",
             "--gates",
             "App.apps.example.com",
+            "--max-part-size",
+            "900KiB",
         ])
         .arg(component)
         .output()

@@ -51,6 +51,7 @@ enum Command {
     Operator(OperatorArgs),
     /// Run fixtures as unit tests of a check: each case is an object, a configuration and a time with what
     /// the check must answer. Prints a table and `N passed, N failed`; exit status 1 when any case fails.
+    #[command(after_long_help = FIXTURES_HELP)]
     Test(TestArgs),
     /// Print this binary's version, the wasmtime it runs checks with, and the contract versions it serves.
     Version(VersionArgs),
@@ -115,10 +116,35 @@ struct PackArgs {
     /// file); repeatable. See the README's ConfigMap reference.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
-    /// Largest part, e.g. 900KiB (a ConfigMap holds at most 1 MiB).
-    #[arg(long, value_name = "SIZE", default_value = "900KiB", value_parser = preflight_engine::parse_size)]
+    /// Largest part, e.g. 900KiB. The default fits `kubectl apply -f -` (client-side apply copies each
+    /// object into an annotation capped at 256 KiB); with `kubectl apply --server-side` or `kubectl
+    /// create`, parts may be up to about 900KiB (a ConfigMap holds at most 1 MiB).
+    #[arg(long, value_name = "SIZE", default_value = "180KiB", value_parser = preflight_engine::parse_size)]
     max_part_size: usize,
 }
+
+/// The fixture format, for `preflight test --help`.
+const FIXTURES_HELP: &str = "\
+Fixtures file (YAML or JSON):
+  config: {...}              default configuration of every case (optional)
+  now: 2026-12-05T12:00:00Z  default time the check sees (optional; else the current time)
+  cases:
+    - name: waits for redis
+      object: {...}          the object, or objectFile: PATH (relative to the fixtures file)
+      config: {...}          this case's configuration (optional)
+      now: TIME              this case's time (optional)
+      timeout: 300ms         this case's budget (optional; else --timeout)
+      expect:                only the keys given are compared
+        proceed: false
+        reason: DependencyMissing
+        messageContains: redis
+        error: check         check, timeout, memory, trap, invalid-component, invalid-result or none
+        action: requeue      proceed, requeue, await-change, backoff or stop
+        requeueAfter: 10m    exact, or {min: 10m, max: 11m}
+        outputs: {key: value}   every output, exactly ({}: none)
+A configuration the check refuses when it is loaded (validate-config) is the case's answer, as in the
+operator, which rejects such a ConfigMap and never evaluates the check with it:
+  expect: {error: invalid-config, reason: InvalidCheckConfig, action: stop}";
 
 #[derive(Debug, Args)]
 struct TestArgs {
@@ -134,6 +160,31 @@ struct TestArgs {
     /// Memory limit per evaluation, e.g. 64MiB.
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = preflight_engine::parse_size)]
     memory_limit: usize,
+    #[command(flatten)]
+    grant: GrantArgs,
+}
+
+/// What a check may reach over HTTP from the laptop: the operator's `http` key in a file, or allow-list
+/// patterns on the command line. Lookups are never granted (there is no cluster).
+#[derive(Debug, Args)]
+struct GrantArgs {
+    /// Let the check send HTTP requests to destinations matching this URL pattern
+    /// (`scheme://host[:port|:*][/path-prefix]`, host may be `*.domain`); repeatable. Nothing is allowed
+    /// without it (or --http-grant), as in the operator without an `http` key.
+    #[arg(long, value_name = "URL-PATTERN", value_parser = preflight_engine::UrlPattern::parse)]
+    allow_http: Vec<preflight_engine::UrlPattern>,
+    /// Time limit of one outbound HTTP request under --allow-http, e.g. 2s.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    http_timeout: Duration,
+    /// Grant outbound HTTP exactly as the check ConfigMap's `http` key would: a file holding that key's
+    /// YAML (allow-list, private networks, timeout, response and request caps, credentials and the
+    /// origins they go to). Replaces --allow-http.
+    #[arg(long, value_name = "FILE", conflicts_with = "allow_http")]
+    http_grant: Option<PathBuf>,
+    /// The Secret the grant's credentials are read from, as a manifest file (`kubectl create secret
+    /// generic NAME --from-literal=KEY=VALUE --dry-run=client -o yaml`).
+    #[arg(long, value_name = "FILE", requires = "http_grant")]
+    secret: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -167,14 +218,8 @@ struct Evaluate {
     /// The time the check sees as "now", RFC 3339 (default: the current time).
     #[arg(long, value_name = "TIME", value_parser = humantime::parse_rfc3339_weak)]
     now: Option<std::time::SystemTime>,
-    /// Let the check send HTTP requests to destinations matching this URL pattern
-    /// (`scheme://host[:port|:*][/path-prefix]`, host may be `*.domain`); repeatable. Nothing is allowed
-    /// without it, as in the operator without an `http` key.
-    #[arg(long, value_name = "URL-PATTERN", value_parser = preflight_engine::UrlPattern::parse)]
-    allow_http: Vec<preflight_engine::UrlPattern>,
-    /// Time limit of one outbound HTTP request, e.g. 2s.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
-    http_timeout: Duration,
+    #[command(flatten)]
+    grant: GrantArgs,
     /// Send the whole object even to a check that declares the parts it reads (by default it gets only
     /// those, as from the operator): to see what the declaration saves, or what it leaves out.
     #[arg(long)]
@@ -304,7 +349,7 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Operator(args) => operator::operator(args).await,
         Command::Version(args) => Ok(version(&args)),
         Command::Test(args) => fixtures::test(args).await,
-        Command::Pack(args) => pack::pack(args),
+        Command::Pack(args) => pack::pack(args).await,
         Command::Scaffold(args) => scaffold::scaffold(args).map(|()| EXIT_PROCEED),
         Command::DeclareReads(args) => declare_reads::declare_reads(&args),
     };

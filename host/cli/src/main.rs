@@ -9,8 +9,19 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     let (json, default_level) = args.logging();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let directives = std::env::var("RUST_LOG").ok().map(|text| {
+        let (stable, renamed) = stable_targets(&text);
+        if renamed {
+            eprintln!(
+                "note: RUST_LOG names preflight::operator or preflight::engine, the log targets of releases \
+                 before 0.1; they are read as preflight_operator and preflight_engine"
+            );
+        }
+        stable
+    });
+    let filter = directives
+        .and_then(|text| tracing_subscriber::EnvFilter::try_new(text).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_level));
     let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter);
@@ -30,4 +41,54 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(runtime.block_on(cli::execute(args)))
+}
+
+/// The log targets a user filters on, kept stable (docs/operator.md): `preflight_operator` (the operator:
+/// controllers, check loading, pause switches), `preflight_engine` (loading and running checks),
+/// `preflight` (this command) and `preflight::check` (the lines checks log). Earlier releases logged the
+/// first two as `preflight::operator` and `preflight::engine`: `RUST_LOG` directives written for those are
+/// rewritten, and the second value says whether any was.
+fn stable_targets(directives: &str) -> (String, bool) {
+    let mut renamed = false;
+    let rewritten = directives
+        .split(',')
+        .map(|directive| {
+            for (old, new) in [
+                ("preflight::operator", "preflight_operator"),
+                ("preflight::engine", "preflight_engine"),
+            ] {
+                if let Some(rest) = directive.trim().strip_prefix(old) {
+                    renamed = true;
+                    return format!("{new}{rest}");
+                }
+            }
+            directive.to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    (rewritten, renamed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stable_targets;
+
+    #[test]
+    fn old_log_targets_are_read_as_the_stable_ones() {
+        assert_eq!(
+            stable_targets("info,preflight::operator::controllers=debug,preflight::check=debug"),
+            (
+                "info,preflight_operator::controllers=debug,preflight::check=debug".to_owned(),
+                true
+            )
+        );
+        assert_eq!(
+            stable_targets("warn,preflight::engine=trace"),
+            ("warn,preflight_engine=trace".to_owned(), true)
+        );
+        assert_eq!(
+            stable_targets("info,preflight_operator=debug"),
+            ("info,preflight_operator=debug".to_owned(), false)
+        );
+    }
 }

@@ -566,3 +566,136 @@ fn pack_writes_one_config_map_or_parts_and_refuses_what_is_not_a_check() {
     assert_eq!(status, 1);
     std::fs::remove_file(&not_a_check).unwrap();
 }
+
+/// Issue 21, items 6d, 11–13: what the operator would do, an author sees on a laptop. The `http` key's
+/// grant file with its Secret (credentials to their origin only), validate-config in `run`, `pack` and
+/// `test`, `test --help` naming the fixture keys, `declare-reads` refusing to widen a declaration, and a
+/// one-line YAML flow mapping read as YAML.
+#[test]
+fn the_author_s_tools_hold_a_check_to_what_the_operator_would_do() {
+    let server = preflight_test_support::LoopbackServer::start(|_| {
+        preflight_test_support::Reply::new(200, r#"{"key":"K-9"}"#)
+    });
+    let dir = std::env::temp_dir().join(format!("preflight-cli-author-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    // A one-line flow mapping is YAML, not JSON.
+    let object = write(
+        "object.yaml",
+        "{apiVersion: example.com/v1, kind: App, metadata: {name: a, namespace: d}, spec: {dependency: db}}\n",
+    );
+    let config = write(
+        "config.yaml",
+        &format!("endpoint: {}/dependencies/\n", server.url()),
+    );
+    let grant = write(
+        "http.yaml",
+        &format!(
+            "allow: [\"{url}\", \"http://127.0.0.2:1\"]\nmaxRequests: 1\n\
+             credentials: {{secret: deps-token, key: token, prefix: \"Bearer \", for: [\"{url}\"]}}\n",
+            url = server.url()
+        ),
+    );
+    let secret = write(
+        "secret.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: deps-token}\nstringData: {token: s3cret}\n",
+    );
+    let check = build_check("external-dependency");
+    let check = check.to_str().unwrap();
+    let (status, json) = preflight(&[
+        "run",
+        "-o",
+        "json",
+        "--check",
+        check,
+        "--object",
+        &object,
+        "--config",
+        &config,
+        "--http-grant",
+        &grant,
+        "--secret",
+        &secret,
+    ]);
+    assert_eq!(status, 0, "{json}");
+    let answer: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(answer["outputs"]["dependencyKey"], "K-9", "{answer}");
+    assert_eq!(answer["configRefused"], Value::Null);
+    assert_eq!(
+        server.requests()[0].headers["authorization"],
+        "Bearer s3cret",
+        "the grant file's credentials, from the Secret manifest"
+    );
+    let (status, said) = preflight(&[
+        "run",
+        "--check",
+        check,
+        "--object",
+        &object,
+        "--config",
+        &config,
+        "--http-grant",
+        &grant,
+    ]);
+    assert_eq!(status, 2, "credentials without their Secret: {said}");
+
+    // validate-config, as the operator asks it at load.
+    let refused = write("refused.yaml", "endpoint: ftp://deps.example.com/\n");
+    let (_, json) = preflight(&[
+        "run", "-o", "json", "--check", check, "--object", &object, "--config", &refused,
+    ]);
+    let answer: Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        answer["configRefused"]
+            .as_str()
+            .is_some_and(|why| why.contains("must be an http:// or https:// URL")),
+        "{answer}"
+    );
+    let (status, manifests) = preflight(&[
+        "pack",
+        check,
+        "--name",
+        "deps",
+        "--gates",
+        "App.example.com",
+        "--config",
+        &refused,
+    ]);
+    assert_eq!((status, manifests.as_str()), (2, ""), "nothing is packed");
+    let fixtures = write(
+        "fixtures.yaml",
+        "config: {endpoint: \"ftp://deps.example.com/\"}\ncases:\n\
+         - name: expects an answer\n  object: {apiVersion: example.com/v1, kind: App, metadata: {name: a}, spec: {dependency: db}}\n  expect: {error: check}\n\
+         - name: expects the refusal\n  object: {apiVersion: example.com/v1, kind: App, metadata: {name: a}, spec: {dependency: db}}\n  expect: {error: invalid-config, reason: InvalidCheckConfig, action: stop}\n",
+    );
+    let (status, table) = preflight(&["test", "--check", check, &fixtures]);
+    assert_eq!(status, 1, "{table}");
+    assert!(table.contains("1 passed, 1 failed"), "{table}");
+    assert!(
+        table.contains("expected check, got invalid-config"),
+        "{table}"
+    );
+    let (_, help) = preflight(&["test", "--help"]);
+    for key in ["objectFile", "messageContains", "requeueAfter", "outputs"] {
+        assert!(help.contains(key), "test --help names {key}");
+    }
+
+    // declare-reads never widens an existing declaration.
+    let declared = build_check("dependency-ready");
+    let output = dir.join("wider.wasm");
+    let (status, _) = preflight(&[
+        "declare-reads",
+        declared.to_str().unwrap(),
+        "--path",
+        "spec.other",
+        "-o",
+        output.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 2);
+    assert!(!output.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

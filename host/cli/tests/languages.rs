@@ -204,6 +204,233 @@ fn every_language_answers_each_object_the_same() {
     std::fs::remove_file(&config).unwrap();
 }
 
+/// The engine in this process, for tests that evaluate thousands of times (a `preflight` process per
+/// evaluation would take minutes): a runtime, an engine keeping compiled checks where the `preflight` runs of
+/// these tests do, and limits generous enough for debug builds of every language.
+fn in_process() -> (
+    tokio::runtime::Runtime,
+    preflight_engine::Engine,
+    preflight_engine::Limits,
+) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let engine = preflight_engine::Engine::new(preflight_engine::EngineConfig {
+        cache_dir: Some(preflight_test_support::wasm_target_dir().join("compiled-checks")),
+        ..preflight_engine::EngineConfig::default()
+    })
+    .unwrap();
+    let limits = preflight_engine::Limits {
+        timeout: std::time::Duration::from_secs(10),
+        ..preflight_engine::Limits::default()
+    };
+    (runtime, engine, limits)
+}
+
+/// Issue 21, item 7: delays computed in floating point (Python and JavaScript) must come out to the same
+/// millisecond as Rust's integer ones, for every object, not a handful: the example's jittered delay for
+/// thousands of object names, in every language.
+#[test]
+fn every_language_computes_the_same_delay_for_thousands_of_objects() {
+    use preflight_engine::{Isolation, Limits, Request, Target};
+    const OBJECTS: usize = 3_000;
+    let (runtime, engine, limits) = in_process();
+    let limits = Limits {
+        isolation: Isolation::Reuse { max_uses: 100_000 },
+        ..limits
+    };
+    let config = r#"{"available": [], "retryAfterSeconds": 600, "jitterPercent": 10}"#;
+    let delays = |check: &preflight_engine::Check| -> Vec<u128> {
+        runtime.block_on(async {
+            let mut delays = Vec::with_capacity(OBJECTS);
+            for index in 0..OBJECTS {
+                let object = serde_json::json!({"apiVersion": "apps.example.com/v1", "kind": "App",
+                    "metadata": {"name": format!("shop-{index}"), "namespace": "default"},
+                    "spec": {"dependsOn": ["redis"]}});
+                let request = Request {
+                    object: check.input(&object),
+                    config: config.to_owned(),
+                    target: Target::of_object(&object),
+                    now: std::time::SystemTime::now(),
+                };
+                let verdict = engine
+                    .evaluate(check, &request, &limits)
+                    .await
+                    .outcome
+                    .unwrap_or_else(|failure| panic!("shop-{index}: {failure}"));
+                delays.push(verdict.requeue_after.expect("a delay").as_millis());
+            }
+            delays
+        })
+    };
+    let mut first: Option<(&str, Vec<u128>)> = None;
+    for (language, path) in builds("plugins/dependency-ready", "dependency-ready") {
+        let check = engine.load(&std::fs::read(&path).unwrap()).unwrap();
+        let answered = delays(&check);
+        match &first {
+            None => first = Some((language, answered)),
+            Some((rust, expected)) => {
+                let differ: Vec<String> = expected
+                    .iter()
+                    .zip(&answered)
+                    .enumerate()
+                    .filter(|(_, (a, b))| a != b)
+                    .take(5)
+                    .map(|(index, (a, b))| {
+                        format!("shop-{index}: {rust} {a} ms, {language} {b} ms")
+                    })
+                    .collect();
+                assert!(differ.is_empty(), "{language} disagrees: {differ:?}");
+            }
+        }
+    }
+    let (_, expected) = first.unwrap();
+    assert!(
+        expected.iter().all(|ms| (600_000..660_000).contains(ms)),
+        "600 s plus up to 10 %"
+    );
+}
+
+/// A lookup service that knows two ConfigMaps in namespace `apps`, as the operator's watch caches would
+/// answer them.
+struct TwoConfigMaps;
+
+impl preflight_engine::ClusterLookup for TwoConfigMaps {
+    fn get<'a>(
+        &'a self,
+        target: &'a preflight_engine::Target,
+        kind: preflight_engine::ObjectKind,
+        namespace: Option<String>,
+        name: String,
+    ) -> preflight_engine::LookupFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let namespace = namespace.or_else(|| target.namespace.clone());
+            if kind.kind != "ConfigMap" || namespace.as_deref() != Some("apps") {
+                return Err(format!("{kind} is not granted to this check"));
+            }
+            Ok(match name.as_str() {
+                "complete" => Some(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"complete"},"data":{"endpoint":"db:5432"}}"#.to_owned()),
+                "partial" => Some(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"partial"},"data":{"other":"x"}}"#.to_owned()),
+                _ => None,
+            })
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        _target: &'a preflight_engine::Target,
+        kind: preflight_engine::ObjectKind,
+        _namespace: Option<String>,
+        _label_selector: String,
+    ) -> preflight_engine::LookupFuture<'a, Vec<String>> {
+        Box::pin(async move { Err(format!("listing {kind} is not granted to this check")) })
+    }
+}
+
+/// Issue 21, item 8: the lookups example in every language (the Go and C SDKs' lookup helpers included)
+/// answers each object the same under the same grant, and is refused the same without it.
+#[test]
+fn every_language_looks_up_the_same_way_under_the_same_grant() {
+    use preflight_engine::{Grants, Request, Target};
+    let (runtime, engine, limits) = in_process();
+    let config = r#"{"requiredKey": "endpoint", "retryAfterSeconds": 60, "jitterPercent": 10}"#;
+    let granted = Grants {
+        cluster: Some(std::sync::Arc::new(TwoConfigMaps)),
+        ..Grants::default()
+    };
+    let cases = [
+        ("complete", &granted),
+        ("partial", &granted),
+        ("absent", &granted),
+        ("", &granted),
+        ("complete", &Grants::default()),
+    ];
+    let mut first: Option<(&str, Vec<String>)> = None;
+    for (language, path) in builds("plugins/referenced-config", "referenced-config") {
+        let check = engine.load(&std::fs::read(&path).unwrap()).unwrap();
+        let answers: Vec<String> = cases
+            .iter()
+            .map(|(config_ref, grants)| {
+                let object = serde_json::json!({"apiVersion": "apps.example.com/v1", "kind": "App",
+                    "metadata": {"name": "web", "namespace": "apps"}, "spec": {"configRef": config_ref}});
+                let request = Request {
+                    object: check.input(&object),
+                    config: config.to_owned(),
+                    target: Target::of_object(&object),
+                    now: std::time::SystemTime::now(),
+                };
+                let evaluation =
+                    runtime.block_on(engine.evaluate_with(&check, &request, &limits, grants));
+                // An error's wording is the language's own; its kind and reason must agree.
+                match evaluation.outcome {
+                    Ok(verdict) => format!(
+                        "{} {:?} {} {}",
+                        verdict.proceed, verdict.requeue_after, verdict.reason, verdict.message
+                    ),
+                    Err(failure) => format!("{:?} {}", failure.kind, failure.reason),
+                }
+            })
+            .collect();
+        match &first {
+            None => first = Some((language, answers)),
+            Some((rust, expected)) => {
+                assert_eq!(&answers, expected, "{language} and {rust} disagree")
+            }
+        }
+    }
+    let (_, answers) = first.unwrap();
+    eprintln!("{answers:#?}");
+    assert!(
+        answers[0].starts_with("true None ConfigPresent"),
+        "{answers:?}"
+    );
+    assert!(answers[1].contains("ConfigIncomplete ConfigMap partial has no key endpoint"));
+    assert!(answers[2].contains("ConfigMissing waiting for ConfigMap absent"));
+    assert!(answers[3].ends_with("InvalidSpec"), "{answers:?}");
+    assert!(
+        answers[4].starts_with("CheckError"),
+        "not granted: {answers:?}"
+    );
+}
+
+/// Issue 21, item 9: a validator that throws refuses the configuration with its own message in every
+/// language (in JavaScript an `Error` escaping `validate` trapped the component instead), and so does the
+/// SDK's own refusal of a configuration that is not a mapping.
+#[test]
+fn every_language_refuses_a_configuration_with_the_validator_s_message() {
+    use preflight_engine::FailureKind;
+    let (runtime, engine, limits) = in_process();
+    for (language, path) in [
+        ("rust", build_check("external-dependency")),
+        ("python", build_python_check("plugins/external-dependency")),
+        ("javascript", build_js_check("plugins/external-dependency")),
+    ] {
+        let check = engine.load(&std::fs::read(&path).unwrap()).unwrap();
+        for (config, says) in [
+            (
+                r#"{"endpoint": "ftp://x/"}"#,
+                "must be an http:// or https:// URL",
+            ),
+            ("[1, 2]", ""),
+        ] {
+            let refused = runtime
+                .block_on(engine.validate_config(&check, config, &limits))
+                .expect_err(config);
+            assert_eq!(
+                refused.kind,
+                FailureKind::InvalidConfig,
+                "{language}, {config}: {refused}"
+            );
+            assert!(
+                refused.message.contains(says),
+                "{language}, {config}: {refused}"
+            );
+        }
+    }
+}
+
 #[test]
 fn every_language_reaches_out_the_same_way_under_the_same_grant() {
     let server = preflight_test_support::LoopbackServer::start(|path| match path {
@@ -299,21 +526,55 @@ fn a_scaffolded_project_builds_and_passes_its_own_fixtures_in_every_language() {
     let dir = std::env::temp_dir().join(format!("scaffold-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let root = workspace_root();
-    for language in ["rust", "python", "js", "go", "c"] {
-        let project = dir.join(format!("my-{language}-check"));
-        let (status, said) = preflight(&[
-            "scaffold",
-            "--lang",
-            language,
-            "--sdk",
-            root.to_str().unwrap(),
-            project.to_str().unwrap(),
-        ]);
+    // Every language as a new user outside this repository gets it (the SDK copied into the project), and
+    // Rust also against a checkout given with --sdk (a path relative to the project).
+    for (language, sdk) in [
+        ("rust", None),
+        ("rust", Some(root.as_path())),
+        ("python", None),
+        ("js", None),
+        ("go", None),
+        ("c", None),
+    ] {
+        let project = dir.join(format!(
+            "my-{language}{}-check",
+            if sdk.is_some() { "-sdk" } else { "" }
+        ));
+        let mut args = vec!["scaffold", "--lang", language];
+        if let Some(sdk) = sdk {
+            args.extend(["--sdk", sdk.to_str().unwrap()]);
+        }
+        args.push(project.to_str().unwrap());
+        let (status, said) = preflight(&args);
         assert_eq!(status, 0, "{language}: {said}");
+        if sdk.is_some() {
+            let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
+            assert!(
+                manifest.contains("preflight-guest = { path = \"../"),
+                "a relative path: {manifest}"
+            );
+        }
+        // As a new user runs it right after scripts/setup: a clean environment whose PATH has the toolchains
+        // a shell has (cargo, go, node, python) and none of the tools setup keeps in its cache, which
+        // build.sh must find by itself. Only where builds cache and that they stay offline is set.
+        let plain_path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .filter(|dir| !dir.starts_with(preflight_test_support::cache_dir()))
+            .collect::<Vec<_>>();
+        let offline = preflight_test_support::toolchain_env()
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("GO") || name.starts_with("CARGO"));
         let build = Command::new("timeout")
             .args(["900", "sh"])
             .arg(project.join("build.sh"))
-            .envs(preflight_test_support::toolchain_env())
+            .env_clear()
+            .env("PATH", std::env::join_paths(plain_path).unwrap())
+            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+            .envs(
+                ["PREFLIGHT_CACHE", "RUSTUP_HOME", "CARGO_HOME"]
+                    .into_iter()
+                    .filter_map(|name| Some((name, std::env::var_os(name)?))),
+            )
+            .envs(offline)
             // The Rust project's own target directory, kept between runs like the other test builds.
             .env(
                 "CARGO_TARGET_DIR",
@@ -327,7 +588,10 @@ fn a_scaffolded_project_builds_and_passes_its_own_fixtures_in_every_language() {
             String::from_utf8_lossy(&build.stdout),
             String::from_utf8_lossy(&build.stderr)
         );
-        let check = project.join(format!("my-{language}-check.wasm"));
+        let check = project.join(format!(
+            "{}.wasm",
+            project.file_name().unwrap().to_str().unwrap()
+        ));
         let (status, table) = preflight(&[
             "test",
             "--check",

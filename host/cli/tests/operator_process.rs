@@ -98,7 +98,11 @@ async fn what_a_check_logs_reaches_the_operators_json_logs_with_the_object() {
         ])
         .args(["--listen", "127.0.0.1:0"])
         .env("KUBECONFIG", kubeconfig())
-        .env("RUST_LOG", "info,preflight::check=debug")
+        // The check's lines by their target, and the operator's by the name earlier releases used (still read).
+        .env(
+            "RUST_LOG",
+            "warn,preflight::check=debug,preflight::operator::controllers=debug",
+        )
         .stdout(Stdio::null())
         .stderr(log_file)
         .spawn()
@@ -112,9 +116,23 @@ async fn what_a_check_logs_reaches_the_operators_json_logs_with_the_object() {
             .map(str::to_owned)
     })
     .await;
+    let gated = eventually("the operator's own debug line", SOON, || async {
+        let logs = std::fs::read_to_string(&log_path).ok()?;
+        logs.lines()
+            .find(|line| line.contains(r#""message":"gated""#))
+            .map(str::to_owned)
+    })
+    .await;
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_file(&log_path);
+    let gated: serde_json::Value = serde_json::from_str(&gated).expect("a JSON log line");
+    assert!(
+        gated["target"]
+            .as_str()
+            .is_some_and(|target| target.starts_with("preflight_operator")),
+        "{gated}"
+    );
     let entry: serde_json::Value = serde_json::from_str(&line).expect("a JSON log line");
     assert_eq!(entry["level"], "DEBUG", "{line}");
     assert_eq!(entry["target"], "preflight::check", "{line}");
@@ -123,4 +141,42 @@ async fn what_a_check_logs_reaches_the_operators_json_logs_with_the_object() {
     assert_eq!(entry["span"]["namespace"], s.namespace.as_str(), "{line}");
     assert_eq!(entry["span"]["kind"], s.kind.gates(), "{line}");
     s.remove().await;
+}
+
+/// Issue 21, item 11: the README's `preflight pack … | kubectl apply -f -` (client-side apply, which copies
+/// each object into an annotation capped at 256 KiB) takes a Python check, several MB, with pack's defaults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_s_pack_command_applies_a_python_check_with_kubectl() {
+    let client = preflight_kube_harness::admin_client().await;
+    let namespace = preflight_kube_harness::test_namespace(&client, "packapply").await;
+    let python = preflight_test_support::build_python_check("plugins/dependency-ready");
+    let command = format!(
+        "{preflight} pack {check} --name deps --gates App.apps.example.com --namespace {namespace} \
+         | {kubectl} apply -f -",
+        preflight = env!("CARGO_BIN_EXE_preflight"),
+        check = python.display(),
+        kubectl = preflight_kube_harness::kubectl().display(),
+    );
+    let applied = Command::new("timeout")
+        .args(["300", "sh", "-c", &command])
+        .env("KUBECONFIG", kubeconfig())
+        .output()
+        .unwrap();
+    assert!(
+        applied.status.success(),
+        "{command}:\n{}{}",
+        String::from_utf8_lossy(&applied.stdout),
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), &namespace);
+    let parts = config_maps
+        .list(&kube::api::ListParams::default().labels("preflight.dev/part-of=deps"))
+        .await
+        .unwrap()
+        .items;
+    let check = config_maps.get("deps").await.unwrap();
+    let count: usize = check.data.unwrap()["parts"].parse().unwrap();
+    assert!(count > 1, "a Python check comes in parts: {count}");
+    assert_eq!(parts.len(), count, "every part was applied");
 }

@@ -88,7 +88,7 @@ fn main() {
         cluster: Some(Arc::new(InMemory(
             r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"db-endpoint"},"data":{"host":"db"}}"#.into(),
         ))),
-        lookups_per_evaluation: 0,
+        ..Grants::default()
     };
     let side = |config: serde_json::Value| -> &'static (Arc<Request>, Grants) {
         Box::leak(Box::new((request(&config.to_string()), grants.clone())))
@@ -148,7 +148,7 @@ fn main() {
             latency[row].add(measured).unwrap();
         }
         for (row, (_, side)) in rows.iter().enumerate() {
-            time[row] += runtime.block_on(preflight_engine::measure::evaluations_in_flight(
+            let in_flight = runtime.block_on(preflight_engine::measure::evaluations_in_flight(
                 &engine,
                 &check,
                 &side.0,
@@ -157,6 +157,12 @@ fn main() {
                 block * 4,
                 IN_FLIGHT,
             ));
+            assert_eq!(
+                in_flight.failed, 0,
+                "a rate made of failures measures nothing: {:?}",
+                in_flight.first_failure
+            );
+            time[row] += in_flight.elapsed;
         }
     }
     let rate = |time: Duration| f64::from(block * 4 * ROUNDS) / time.as_secs_f64();

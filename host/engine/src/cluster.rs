@@ -63,6 +63,35 @@ pub struct Grants {
     pub cluster: Option<std::sync::Arc<dyn ClusterLookup>>,
     /// Lookups one evaluation may make; 0 means [`Grants::DEFAULT_LOOKUPS_PER_EVALUATION`].
     pub lookups_per_evaluation: u32,
+    /// Whose grants these are. Under `isolation: reuse` an instance serves only evaluations of the same
+    /// holder (besides the same check, configuration, namespace and kind), so that what one holder's
+    /// evaluation left in guest memory (a Secret it may read, an object it looked up) is never seen under
+    /// another holder's grants. The operator makes one per version of each check ConfigMap.
+    pub holder: GrantHolder,
+}
+
+/// The identity of one set of grants: see [`Grants::holder`]. Each [`GrantHolder::new`] is distinct from
+/// every other, even for the same name; [`GrantHolder::default`] is the one anonymous holder (the CLI's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct GrantHolder {
+    id: u64,
+    name: std::sync::Arc<str>,
+}
+
+impl GrantHolder {
+    /// A new holder, named for the logs (e.g. a check ConfigMap's `namespace/name`).
+    pub fn new(name: &str) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            name: name.into(),
+        }
+    }
+
+    /// The name it was made with.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 impl Grants {
@@ -84,6 +113,7 @@ impl std::fmt::Debug for Grants {
             .field("http", &self.http)
             .field("cluster", &self.cluster.is_some())
             .field("lookups_per_evaluation", &self.lookups_per_evaluation)
+            .field("holder", &self.holder)
             .finish()
     }
 }

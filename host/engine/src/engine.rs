@@ -141,6 +141,7 @@ fn arm(store: &mut Store<GuestState>, limits: &Limits, started: Instant) -> Inst
     store.set_hostcall_fuel(hostcall_budget(limits));
     let timeout = limits.effective_timeout();
     let deadline = started + timeout;
+    store.data_mut().answer_requests_by(deadline - timeout / 10);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         if Instant::now() >= deadline {
@@ -323,8 +324,8 @@ impl Engine {
         store.data_mut().evaluation(outcome, duration)
     }
 
-    /// [`Engine::evaluate_with`] for [`Isolation::Reuse`]: an idle instance of the same check, configuration
-    /// and namespace when there is one (else a new one), kept afterwards for at most `max_uses` evaluations
+    /// [`Engine::evaluate_with`] for [`Isolation::Reuse`]: an idle instance of the same check, configuration,
+    /// namespace, kind and grant holder when there is one (else a new one), kept afterwards for at most `max_uses` evaluations
     /// unless the evaluation failed in any way but the check's own error.
     async fn evaluate_reusing(
         &self,
@@ -334,7 +335,7 @@ impl Engine {
         grants: &Grants,
         max_uses: u32,
     ) -> Evaluation {
-        let key = WarmKey::of(check.digest(), request);
+        let key = WarmKey::of(check.digest(), request, &grants.holder);
         let (mut store, bound, uses, slot) = match self.warm.take(&key) {
             Some(mut warm) => {
                 warm.store.data_mut().begin(

@@ -10,7 +10,7 @@ use crate::request::Target;
 use crate::stderr_tail::StderrTail;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -134,6 +134,11 @@ impl GuestState {
             lookups: Lookups::new(grants, target),
             refusals,
         }
+    }
+
+    /// Outbound requests of this evaluation must be answered by `answer_by`.
+    pub fn answer_requests_by(&mut self, answer_by: Instant) {
+        self.outbound_http.answer_by(answer_by);
     }
 
     /// Starts another evaluation in a reused instance: the evaluation's memory limit (for growth from now

@@ -118,9 +118,10 @@ pub(crate) fn default_port(scheme: &str) -> u16 {
     }
 }
 
-/// Why `address` is refused as a destination whatever name led to it, or `None` when it may be dialled:
-/// link-local addresses (where cloud metadata services answer, 169.254.169.254) and the other well-known
-/// metadata addresses. A check that could reach them could read the node's cloud credentials.
+/// Why `address` is refused as a destination whatever name led to it, unless the allow-list names it
+/// literally: link-local addresses (where cloud metadata services answer, 169.254.169.254) and the other
+/// well-known metadata addresses. A check that could reach them could read the node's cloud credentials.
+/// `allowPrivateNetworks` never opens these.
 pub fn forbidden_address(address: IpAddr) -> Option<&'static str> {
     match address {
         IpAddr::V4(v4) if v4.is_link_local() => {
@@ -143,22 +144,126 @@ pub fn forbidden_address(address: IpAddr) -> Option<&'static str> {
     }
 }
 
+/// Why `address` is in a private network, or `None` for a public address: loopback (127.0.0.0/8, ::1),
+/// "this network" (0.0.0.0/8, ::), the private ranges (10/8, 172.16/12, 192.168/16), shared address space
+/// (100.64/10) and unique local IPv6 (fc00::/7). Inside a cluster these reach internal services, and the
+/// DNS of an allowed wildcard domain is not always the administrator's: they are refused unless the
+/// allow-list names the address literally or the grant allows private networks.
+pub fn private_address(address: IpAddr) -> Option<&'static str> {
+    match address {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            if v4.is_loopback() {
+                Some("a loopback address")
+            } else if a == 0 {
+                Some("an unspecified address (this host)")
+            } else if v4.is_private() {
+                Some("a private address")
+            } else if a == 100 && (64..128).contains(&b) {
+                Some("a shared (carrier-grade NAT) address")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return private_address(IpAddr::V4(v4));
+            }
+            if v6.is_loopback() {
+                Some("a loopback address")
+            } else if v6.is_unspecified() {
+                Some("an unspecified address (this host)")
+            } else if v6.segments()[0] & 0xfe00 == 0xfc00 {
+                Some("a unique local (private) address")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// A request path as the host checks and sends it: unreserved characters decoded (`%2e` is `.`), dot
+/// segments removed (RFC 3986, 5.2.4), so that `/api/../admin` is matched, and sent, as `/admin`. A path
+/// that servers may read in more than one way (an encoded `/` or `\`, a raw `\`) is refused.
+pub fn normalize_path(path: &str) -> Result<String, String> {
+    let mut decoded = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(at) = rest.find('%') {
+        decoded.push_str(&rest[..at]);
+        let escape = rest.get(at + 1..at + 3).unwrap_or_default();
+        let byte = u8::from_str_radix(escape, 16)
+            .map_err(|_| format!("the path {path:?} has a malformed %-escape"))?;
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                decoded.push(char::from(byte));
+            }
+            b'/' | b'\\' => {
+                return Err(format!(
+                    "the path {path:?} encodes a `/` or `\\`, which servers read in different ways"
+                ));
+            }
+            _ => {
+                decoded.push('%');
+                decoded.push_str(&escape.to_ascii_uppercase());
+            }
+        }
+        rest = &rest[at + 3..];
+    }
+    decoded.push_str(rest);
+    if decoded.contains('\\') {
+        return Err(format!(
+            "the path {path:?} holds a `\\`, which servers read in different ways"
+        ));
+    }
+    let mut segments: Vec<&str> = Vec::new();
+    let mut parts = decoded.split('/').skip(1).peekable();
+    while let Some(segment) = parts.next() {
+        let last = parts.peek().is_none();
+        match segment {
+            "." | ".." => {
+                if segment == ".." {
+                    segments.pop();
+                }
+                if last {
+                    segments.push("");
+                }
+            }
+            segment => segments.push(segment),
+        }
+    }
+    Ok(format!("/{}", segments.join("/")))
+}
+
+/// A header the host adds to requests (a credential read from a Secret): the check never sees it and cannot
+/// set it, and it goes only to the origins named for it, never to another allowed destination.
+#[derive(Clone)]
+pub struct InjectedHeader {
+    /// The header, e.g. `Authorization`.
+    pub name: http::HeaderName,
+    /// Its value.
+    pub value: http::HeaderValue,
+    /// Where it is sent: requests matching one of these (and the allow-list).
+    pub only_to: Vec<UrlPattern>,
+}
+
 /// What a check may do over HTTP: where, how long, how much. Built by the operator from the check's
-/// ConfigMap (or by the CLI from flags), credentials already resolved.
+/// ConfigMap (or by the CLI from flags or the same grant file), credentials already resolved.
 #[derive(Clone)]
 pub struct HttpPolicy {
     /// Allowed destinations; a request matching none is refused before any connection.
     pub allow: Vec<UrlPattern>,
-    /// Budget of one request, from connecting to the last byte of the response (inside the evaluation's
-    /// own deadline, which ends everything).
+    /// Private networks (see [`private_address`]) an allowed name may resolve into; none by default.
+    pub private_networks: Vec<ipnet::IpNet>,
+    /// Budget of one request, from connecting to the last byte of the response. Never more than what is
+    /// left of the evaluation minus a tenth of its timeout, so that a hanging server gives the check an
+    /// error it can handle rather than ending the evaluation.
     pub request_timeout: Duration,
     /// Largest response body a check may receive; a larger one is refused, its extra bytes unread.
     pub max_response_bytes: usize,
     /// Requests one evaluation may send (cached answers included).
     pub max_requests_per_evaluation: u32,
-    /// Headers the host adds to every allowed request (credentials read from a Secret): the check never
-    /// sees them and cannot set them.
-    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// Headers the host adds to the requests of their origins (credentials read from a Secret).
+    pub headers: Vec<InjectedHeader>,
     /// PEM certificates trusted beside the system's roots (a private CA).
     pub extra_roots_pem: Option<Vec<u8>>,
     /// How many responses the per-check cache keeps (those with `Cache-Control: max-age`).
@@ -166,7 +271,7 @@ pub struct HttpPolicy {
 }
 
 impl HttpPolicy {
-    /// 2 s per request.
+    /// 2 s per request (and never past the evaluation's deadline: see [`HttpPolicy::request_timeout`]).
     pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
     /// 256 KiB.
     pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 256 << 10;
@@ -175,10 +280,12 @@ impl HttpPolicy {
     /// 256 cached responses per check.
     pub const DEFAULT_CACHE_ENTRIES: usize = 256;
 
-    /// A policy allowing `allow`, with the default limits, no credentials and no extra roots.
+    /// A policy allowing `allow`, with the default limits, no private networks, no credentials and no extra
+    /// roots.
     pub fn allowing(allow: Vec<UrlPattern>) -> Self {
         Self {
             allow,
+            private_networks: Vec::new(),
             request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
             max_response_bytes: Self::DEFAULT_MAX_RESPONSE_BYTES,
             max_requests_per_evaluation: Self::DEFAULT_MAX_REQUESTS,
@@ -188,11 +295,35 @@ impl HttpPolicy {
         }
     }
 
+    /// Every private network: what `allowPrivateNetworks: true` grants.
+    pub fn all_private_networks() -> Vec<ipnet::IpNet> {
+        ["0.0.0.0/0", "::/0"]
+            .iter()
+            .filter_map(|network| network.parse().ok())
+            .collect()
+    }
+
     /// Whether a request to `scheme://host:port/path` is allowed.
     pub fn allows(&self, scheme: &str, host: &str, port: u16, path: &str) -> bool {
         self.allow
             .iter()
             .any(|pattern| pattern.matches(scheme, host, port, path))
+    }
+
+    /// The injected headers a request to `scheme://host:port/path` carries: those whose origins it matches.
+    pub fn headers_for<'a>(
+        &'a self,
+        scheme: &'a str,
+        host: &'a str,
+        port: u16,
+        path: &'a str,
+    ) -> impl Iterator<Item = &'a InjectedHeader> + 'a {
+        self.headers.iter().filter(move |header| {
+            header
+                .only_to
+                .iter()
+                .any(|pattern| pattern.matches(scheme, host, port, path))
+        })
     }
 
     /// The addresses among `addresses` (what the host name resolved to) that may be dialled, in order; why
@@ -204,21 +335,34 @@ impl HttpPolicy {
             .filter_map(UrlPattern::literal_address)
             .collect();
         let (mut allowed, mut refused) = (Vec::new(), Vec::new());
+        let mut private = false;
         for address in addresses {
-            match forbidden_address(*address) {
-                Some(why) if !literal.contains(address) => {
-                    refused.push(format!("{address} is {why}"))
-                }
-                _ => allowed.push(*address),
+            if literal.contains(address) {
+                allowed.push(*address);
+            } else if let Some(why) = forbidden_address(*address) {
+                refused.push(format!("{address} is {why}"));
+            } else if let Some(why) = private_address(*address).filter(|_| {
+                !self
+                    .private_networks
+                    .iter()
+                    .any(|network| network.contains(address))
+            }) {
+                private = true;
+                refused.push(format!("{address} is {why}"));
+            } else {
+                allowed.push(*address);
             }
         }
+        let remedy = if private {
+            "list the address literally in the allow-list, or allow private networks in the grant \
+             (allowPrivateNetworks), to allow it"
+        } else {
+            "list the address literally in the allow-list to allow it"
+        };
         match (allowed.is_empty(), refused.is_empty()) {
             (false, _) => Ok(allowed),
             (true, true) => Err("the name resolved to no address".to_owned()),
-            (true, false) => Err(format!(
-                "{}; list the address literally in the allow-list to allow it",
-                refused.join(", ")
-            )),
+            (true, false) => Err(format!("{}; {remedy}", refused.join(", "))),
         }
     }
 }
@@ -226,9 +370,14 @@ impl HttpPolicy {
 impl std::fmt::Debug for HttpPolicy {
     /// Header values are credentials: only their names are shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let headers: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        let headers: Vec<&str> = self
+            .headers
+            .iter()
+            .map(|header| header.name.as_str())
+            .collect();
         f.debug_struct("HttpPolicy")
             .field("allow", &self.allow)
+            .field("private_networks", &self.private_networks)
             .field("request_timeout", &self.request_timeout)
             .field("max_response_bytes", &self.max_response_bytes)
             .field(
@@ -368,8 +517,8 @@ mod tests {
             error.contains("169.254.169.254 is a link-local address"),
             "{error}"
         );
-        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
-        assert_eq!(by_name.dialable(&[metadata, loopback]), Ok(vec![loopback]));
+        let public: IpAddr = "192.0.2.7".parse().unwrap();
+        assert_eq!(by_name.dialable(&[metadata, public]), Ok(vec![public]));
 
         let literal =
             HttpPolicy::allowing(vec![UrlPattern::parse("http://169.254.169.254").unwrap()]);
@@ -378,12 +527,124 @@ mod tests {
     }
 
     #[test]
+    fn private_networks_are_refused_unless_named_or_granted() {
+        for address in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "10.0.0.1",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "100.64.0.1",
+            "100.127.255.255",
+            "0.0.0.0",
+            "::1",
+            "::",
+            "fc00::1",
+            "fdff::1",
+            "::ffff:10.1.2.3",
+        ] {
+            assert!(
+                private_address(address.parse().unwrap()).is_some(),
+                "{address}"
+            );
+        }
+        for address in ["172.32.0.1", "100.128.0.1", "8.8.8.8", "2001:db8::1"] {
+            assert!(
+                private_address(address.parse().unwrap()).is_none(),
+                "{address}"
+            );
+        }
+        let wildcard =
+            HttpPolicy::allowing(vec![UrlPattern::parse("https://*.example.com").unwrap()]);
+        let internal: IpAddr = "10.0.0.5".parse().unwrap();
+        let error = wildcard.dialable(&[internal]).unwrap_err();
+        assert!(
+            error.contains("10.0.0.5 is a private address")
+                && error.contains("allowPrivateNetworks"),
+            "{error}"
+        );
+        let literal =
+            HttpPolicy::allowing(vec![UrlPattern::parse("http://10.0.0.5:8080").unwrap()]);
+        assert_eq!(literal.dialable(&[internal]), Ok(vec![internal]));
+        let mut granted = wildcard.clone();
+        granted.private_networks = vec!["10.0.0.0/24".parse().unwrap()];
+        assert_eq!(granted.dialable(&[internal]), Ok(vec![internal]));
+        assert!(granted.dialable(&["10.0.1.5".parse().unwrap()]).is_err());
+        let mut everything = wildcard;
+        everything.private_networks = HttpPolicy::all_private_networks();
+        assert_eq!(everything.dialable(&[internal]), Ok(vec![internal]));
+        let metadata: IpAddr = "169.254.169.254".parse().unwrap();
+        assert!(
+            everything.dialable(&[metadata]).is_err(),
+            "private networks never open the metadata addresses"
+        );
+    }
+
+    #[test]
+    fn paths_are_normalised_before_matching_and_ambiguous_ones_refused() {
+        for (path, normalised) in [
+            ("/api/x", "/api/x"),
+            ("/", "/"),
+            ("/api/../admin", "/admin"),
+            ("/api/./../admin", "/admin"),
+            ("/api/%2e%2e/admin", "/admin"),
+            ("/api/%2E%2E/admin", "/admin"),
+            ("/api/%2e/x", "/api/x"),
+            ("/api/..", "/"),
+            ("/api/.", "/api/"),
+            ("/../../etc", "/etc"),
+            ("/api/%41b", "/api/Ab"),
+            ("/api/a%20b", "/api/a%20b"),
+            ("/api/a%3fb", "/api/a%3Fb"),
+        ] {
+            assert_eq!(normalize_path(path).as_deref(), Ok(normalised), "{path}");
+        }
+        for path in [
+            "/api/%2f..%2fadmin",
+            "/api/%5c",
+            "/api\\..\\admin",
+            "/api/%zz",
+            "/api/%2",
+        ] {
+            assert!(normalize_path(path).is_err(), "{path}");
+        }
+        let policy = HttpPolicy::allowing(vec![
+            UrlPattern::parse("http://127.0.0.1:8080/api").unwrap(),
+        ]);
+        let sent = normalize_path("/api/%2e%2e/admin").unwrap();
+        assert!(!policy.allows("http", "127.0.0.1", 8080, &sent));
+    }
+
+    #[test]
+    fn credentials_go_only_to_their_origins() {
+        let mut policy = HttpPolicy::allowing(vec![
+            UrlPattern::parse("https://deps.example.com").unwrap(),
+            UrlPattern::parse("https://other.example.com").unwrap(),
+        ]);
+        policy.headers.push(InjectedHeader {
+            name: http::header::AUTHORIZATION,
+            value: http::HeaderValue::from_static("Bearer t"),
+            only_to: vec![UrlPattern::parse("https://deps.example.com").unwrap()],
+        });
+        let to = |host: &str| {
+            policy
+                .headers_for("https", host, 443, "/x")
+                .map(|header| header.name.as_str().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(to("deps.example.com"), ["authorization"]);
+        assert!(to("other.example.com").is_empty());
+    }
+
+    #[test]
     fn credentials_are_not_printed() {
         let mut policy = HttpPolicy::allowing(Vec::new());
-        policy.headers.push((
-            http::header::AUTHORIZATION,
-            http::HeaderValue::from_static("Bearer secret-token"),
-        ));
+        policy.headers.push(InjectedHeader {
+            name: http::header::AUTHORIZATION,
+            value: http::HeaderValue::from_static("Bearer secret-token"),
+            only_to: Vec::new(),
+        });
         let shown = format!("{policy:?}");
         assert!(
             shown.contains("authorization") && !shown.contains("secret-token"),

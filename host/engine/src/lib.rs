@@ -37,12 +37,14 @@ mod stderr_tail;
 mod validate;
 
 pub use check::{Check, CheckInfo};
-pub use cluster::{ClusterLookup, Grants, LookupFuture, ObjectKind};
+pub use cluster::{ClusterLookup, GrantHolder, Grants, LookupFuture, ObjectKind};
 pub use digest::Digest;
 pub use engine::{Engine, EngineConfig};
 pub use error::Error;
 pub use guest_state::{LogLevel, LogLine};
-pub use http_policy::{HttpPolicy, UrlPattern, forbidden_address};
+pub use http_policy::{
+    HttpPolicy, InjectedHeader, UrlPattern, forbidden_address, normalize_path, private_address,
+};
 pub use limits::{Isolation, Limits, parse_size};
 pub use outbound_http::HttpGrant;
 pub use outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};

@@ -4,12 +4,15 @@
 //!
 //! The host dials the address it checked (no second name resolution between check and connect), speaks
 //! HTTP/1.1 over TCP or TLS (rustls with the system's roots plus an optional private CA), and hands the
-//! check a response read whole, at most `max_response_bytes`. Redirects are the check's own business: a
-//! client that follows one sends a new request, which passes the same checks.
+//! check a response read whole, at most `max_response_bytes`. What it sends is what it checked: the path
+//! normalised (no dot segments), `Host` built from the checked host and port (an authority with userinfo
+//! is refused), credentials only to their origins. Redirects are the check's own business: a client that
+//! follows one sends a new request, which passes the same checks (and carries credentials only if its
+//! origin is theirs).
 
 use crate::Error;
 use crate::http_cache::{ResponseCache, StoredResponse};
-use crate::http_policy::{HttpPolicy, default_port};
+use crate::http_policy::{HttpPolicy, default_port, normalize_path};
 use bytes::BytesMut;
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
@@ -18,6 +21,7 @@ use rustls_pki_types::{CertificateDer, ServerName};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 use wasmtime_wasi_http::{
     DEFAULT_FORBIDDEN_HEADERS, Error as HttpError, ForbiddenHeaderFilter, RequestOptions, WasiBody,
     WasiHttpHooks,
@@ -89,6 +93,9 @@ pub(crate) struct OutboundHttp {
     grant: Option<Arc<HttpGrant>>,
     sent: Arc<AtomicU32>,
     refusals: Arc<Mutex<Vec<String>>>,
+    /// When a request must have its answer, so that the check still has time to handle a failure: the
+    /// evaluation's deadline less a tenth of its timeout. Set when the evaluation is armed.
+    answer_by: Option<Instant>,
 }
 
 impl OutboundHttp {
@@ -97,19 +104,64 @@ impl OutboundHttp {
             grant,
             sent: Arc::new(AtomicU32::new(0)),
             refusals,
+            answer_by: None,
         }
+    }
+
+    /// Requests of this evaluation must be answered by `answer_by`.
+    pub fn answer_by(&mut self, answer_by: Instant) {
+        self.answer_by = Some(answer_by);
+    }
+
+    /// The header names the check may not set: wasmtime's defaults (`Host` among them) and the ones the
+    /// host injects (credentials).
+    fn forbidden(&self) -> Vec<http::HeaderName> {
+        self.grant
+            .iter()
+            .flat_map(|grant| {
+                grant
+                    .policy
+                    .headers
+                    .iter()
+                    .map(|header| header.name.clone())
+            })
+            .collect()
     }
 }
 
 impl WasiHttpHooks for OutboundHttp {
-    /// The headers the host injects (credentials) cannot be set by the check, on top of wasmtime's defaults.
+    /// A check setting a header the host forbids gets an error, and the refusal is listed with the
+    /// evaluation's other refusals when the header is `Host` or one the host injects (the headers a check
+    /// might set on purpose; wasmtime's other forbidden headers are connection management).
+    fn is_forbidden_header(&mut self, name: &http::HeaderName) -> bool {
+        let injected = self.forbidden().contains(name);
+        if injected || name == http::header::HOST {
+            let why = if injected {
+                "the host sets it (credentials from the check's grant)"
+            } else {
+                "the host sets it from the checked destination"
+            };
+            self.refusals
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(format!(
+                    "HTTP header {name}: the check may not set it; {why}"
+                ));
+            return true;
+        }
+        DEFAULT_FORBIDDEN_HEADERS.contains(name)
+    }
+
+    /// The same rule as [`OutboundHttp::is_forbidden_header`], without the record (wasmtime's `wasi:http`
+    /// 0.3 path asks for the closure).
     fn forbidden_header_filter(&mut self) -> ForbiddenHeaderFilter {
-        let injected: Vec<http::HeaderName> = self
-            .grant
-            .iter()
-            .flat_map(|grant| grant.policy.headers.iter().map(|(name, _)| name.clone()))
-            .collect();
+        let injected = self.forbidden();
         Arc::new(move |name| DEFAULT_FORBIDDEN_HEADERS.contains(name) || injected.contains(name))
+    }
+
+    /// `Host` is set by [`send`] from the host and port it checked, never from the check's authority.
+    fn set_host_header(&mut self) -> bool {
+        false
     }
 
     fn send_request(
@@ -128,13 +180,14 @@ impl WasiHttpHooks for OutboundHttp {
                 >,
             > + Send,
     > {
-        let (grant, sent, refusals) = (
+        let (grant, sent, refusals, answer_by) = (
             self.grant.clone(),
             Arc::clone(&self.sent),
             Arc::clone(&self.refusals),
+            self.answer_by,
         );
         Box::new(async move {
-            match send(grant, request, &sent).await {
+            match send(grant, request, &sent, answer_by).await {
                 Ok(response) => Ok((
                     response,
                     Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>,
@@ -162,6 +215,7 @@ async fn send(
     grant: Option<Arc<HttpGrant>>,
     request: http::Request<WasiBody>,
     sent: &AtomicU32,
+    answer_by: Option<Instant>,
 ) -> Result<http::Response<WasiBody>, Refusal> {
     let uri = request.uri().clone();
     let shown = format!("{} {uri}", request.method());
@@ -177,6 +231,16 @@ async fn send(
         ));
     };
     let policy = &grant.policy;
+    if uri
+        .authority()
+        .is_some_and(|authority| authority.as_str().contains('@'))
+    {
+        return Err(refuse(
+            HttpError::HttpRequestUriInvalid,
+            "a user name or password in the URL is refused (credentials come from the grant)"
+                .to_owned(),
+        ));
+    }
     let scheme = uri.scheme_str().unwrap_or("https").to_ascii_lowercase();
     let host = uri
         .host()
@@ -184,15 +248,20 @@ async fn send(
         .trim_matches(['[', ']'])
         .to_owned();
     let port = uri.port_u16().unwrap_or_else(|| default_port(&scheme));
-    if !policy.allows(&scheme, &host, port, uri.path()) {
+    let path =
+        normalize_path(uri.path()).map_err(|why| refuse(HttpError::HttpRequestUriInvalid, why))?;
+    if !policy.allows(&scheme, &host, port, &path) {
         return Err(refuse(
             HttpError::HttpRequestDenied,
-            format!(
-                "{scheme}://{host}:{port}{} is not in the check's allow-list",
-                uri.path()
-            ),
+            format!("{scheme}://{host}:{port}{path} is not in the check's allow-list"),
         ));
     }
+    let destination = Destination {
+        scheme: &scheme,
+        host: &host,
+        port,
+        path: &path,
+    };
     let count = sent.fetch_add(1, Ordering::Relaxed) + 1;
     if count > policy.max_requests_per_evaluation {
         return Err(refuse(
@@ -203,7 +272,8 @@ async fn send(
             ),
         ));
     }
-    let cache_key = (request.method() == http::Method::GET).then(|| uri.to_string());
+    let cache_key =
+        (request.method() == http::Method::GET).then(|| destination.cache_key(uri.query()));
     let turn = match &cache_key {
         Some(key) => match grant.cache.get_or_turn(key).await {
             Ok(hit) => return Ok(to_response(hit)),
@@ -211,18 +281,20 @@ async fn send(
         },
         None => None,
     };
-    let fetched = tokio::time::timeout(
-        policy.request_timeout,
-        fetch(&grant, request, &scheme, &host, port),
-    )
-    .await
-    .unwrap_or_else(|_| {
-        Err((
-            HttpError::HttpResponseTimeout,
-            format!("no complete answer within {:?}", policy.request_timeout),
-        ))
-    })
-    .map_err(|(code, why)| refuse(code, why))?;
+    let budget = answer_by.map_or(policy.request_timeout, |answer_by| {
+        policy
+            .request_timeout
+            .min(answer_by.saturating_duration_since(Instant::now()))
+    });
+    let fetched = tokio::time::timeout(budget, fetch(&grant, request, &destination))
+        .await
+        .unwrap_or_else(|_| {
+            Err((
+                HttpError::HttpResponseTimeout,
+                format!("no complete answer within {}", shown_duration(budget)),
+            ))
+        })
+        .map_err(|(code, why)| refuse(code, why))?;
     if let Some(key) = &cache_key {
         grant.cache.store(key, &fetched);
     }
@@ -230,15 +302,66 @@ async fn send(
     Ok(to_response(fetched))
 }
 
+/// Where a request goes, as checked: the scheme, host and port, and the normalised path.
+struct Destination<'a> {
+    scheme: &'a str,
+    host: &'a str,
+    port: u16,
+    path: &'a str,
+}
+
+impl Destination<'_> {
+    /// The `Host` header: the checked host (an IPv6 literal in brackets), with the port unless it is the
+    /// scheme's.
+    fn host_header(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.to_owned()
+        };
+        if self.port == default_port(self.scheme) {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+
+    /// The request target sent (origin form): the normalised path and the query.
+    fn origin_form(&self, query: Option<&str>) -> String {
+        match query {
+            Some(query) => format!("{}?{query}", self.path),
+            None => self.path.to_owned(),
+        }
+    }
+
+    /// The key of a cached response: the request as sent.
+    fn cache_key(&self, query: Option<&str>) -> String {
+        format!(
+            "{}://{}{}",
+            self.scheme,
+            self.host_header(),
+            self.origin_form(query)
+        )
+    }
+}
+
+/// A duration as people read it in a message: `750ms`, `2s`.
+fn shown_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 && duration.as_secs() > 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
+    }
+}
+
 /// Resolves, checks the address, connects and reads the whole response, within the size cap.
 async fn fetch(
     grant: &HttpGrant,
     mut request: http::Request<WasiBody>,
-    scheme: &str,
-    host: &str,
-    port: u16,
+    destination: &Destination<'_>,
 ) -> Result<StoredResponse, (HttpError, String)> {
     let policy = &grant.policy;
+    let (scheme, host, port) = (destination.scheme, destination.host, destination.port);
     let addresses: Vec<IpAddr> = match host.parse::<IpAddr>() {
         Ok(address) => vec![address],
         Err(_) => tokio::net::lookup_host((host, port))
@@ -257,15 +380,20 @@ async fn fetch(
         .dialable(&addresses)
         .map_err(|why| (HttpError::DestinationIpProhibited, why))?;
     let tcp = connect(&dialable, port).await?;
-    let origin_form = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |path| path.as_str())
+    let origin_form = destination
+        .origin_form(request.uri().query())
         .parse::<http::Uri>()
         .map_err(|error| (HttpError::HttpRequestUriInvalid, error.to_string()))?;
     *request.uri_mut() = origin_form;
-    for (name, value) in &policy.headers {
-        request.headers_mut().insert(name.clone(), value.clone());
+    let host_header = http::HeaderValue::try_from(destination.host_header())
+        .map_err(|error| (HttpError::HttpRequestUriInvalid, error.to_string()))?;
+    request
+        .headers_mut()
+        .insert(http::header::HOST, host_header);
+    for header in policy.headers_for(scheme, host, port, destination.path) {
+        request
+            .headers_mut()
+            .insert(header.name.clone(), header.value.clone());
     }
     let (response, _connection) = if scheme == "https" {
         let name = ServerName::try_from(host.to_owned()).map_err(|error| {

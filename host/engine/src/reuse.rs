@@ -1,10 +1,12 @@
 //! Instances kept between evaluations for checks whose isolation is [`Isolation::Reuse`]: idle instances
-//! keyed by check, configuration and namespace, so that no two configurations or namespaces ever share one.
+//! keyed by check, configuration, namespace, gated kind and grant holder, so that no two configurations,
+//! namespaces, kinds or holders of grants (two check ConfigMaps of one component) ever share one.
 //! Each idle instance keeps its pool slot; the pool holds at most half of the engine's slots, and an
 //! evaluation that finds no free slot retires an idle instance to make room.
 //!
 //! [`Isolation::Reuse`]: crate::Isolation::Reuse
 
+use crate::cluster::GrantHolder;
 use crate::digest::Digest;
 use crate::engine::Bound;
 use crate::guest_state::GuestState;
@@ -14,20 +16,27 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
 
-/// Which evaluations may share an instance: the same check, configuration and namespace.
+/// Which evaluations may share an instance: the same check, configuration, namespace, gated kind (group
+/// and kind) and grant holder.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct WarmKey {
     check: Digest,
     config: String,
     namespace: Option<String>,
+    group: String,
+    kind: String,
+    holder: GrantHolder,
 }
 
 impl WarmKey {
-    pub fn of(check: Digest, request: &Request) -> Self {
+    pub fn of(check: Digest, request: &Request, holder: &GrantHolder) -> Self {
         Self {
             check,
             config: request.config.clone(),
             namespace: request.target.namespace.clone(),
+            group: request.target.group.clone(),
+            kind: request.target.kind.clone(),
+            holder: holder.clone(),
         }
     }
 }

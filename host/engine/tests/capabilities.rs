@@ -4,8 +4,8 @@
 //! Tests send traffic to 127.0.0.1 only.
 
 use preflight_engine::{
-    ClusterLookup, Engine, EngineConfig, FailureKind, Grants, HttpGrant, HttpPolicy, Limits,
-    LookupFuture, ObjectKind, Request, Target, UrlPattern,
+    ClusterLookup, Engine, EngineConfig, FailureKind, Grants, HttpGrant, HttpPolicy,
+    InjectedHeader, Limits, LookupFuture, ObjectKind, Request, Target, UrlPattern,
 };
 use preflight_test_support::{LoopbackServer, Reply, check_bytes};
 use std::sync::Arc;
@@ -152,10 +152,11 @@ async fn concurrent_evaluations_asking_for_the_same_url_send_one_request() {
 async fn credentials_are_added_by_the_host_and_never_reach_the_check() {
     let server = LoopbackServer::start(|_| Reply::new(200, "ok"));
     let mut policy = allowing(&server);
-    policy.headers.push((
-        http::header::AUTHORIZATION,
-        http::HeaderValue::from_static("Bearer s3cret"),
-    ));
+    policy.headers.push(InjectedHeader {
+        name: http::header::AUTHORIZATION,
+        value: http::HeaderValue::from_static("Bearer s3cret"),
+        only_to: vec![UrlPattern::parse(&server.url()).unwrap()],
+    });
     let engine = Engine::new(EngineConfig::default()).unwrap();
     let check = engine.load(&check_bytes("misbehave")).unwrap();
     let evaluation = engine
@@ -311,28 +312,148 @@ async fn a_server_slower_than_the_request_timeout_is_cut_off_inside_the_evaluati
         evaluation.refusals
     );
 
-    // A request timeout longer than the evaluation's: the evaluation still ends at its own deadline.
-    let mut patient = allowing(&server);
-    patient.request_timeout = Duration::from_secs(60);
-    let short = Limits {
-        timeout: Duration::from_millis(400),
-        ..Limits::default()
-    };
+    // A request timeout longer than the evaluation's (the default 2 s against the default 1 s evaluation):
+    // the request is cut off a tenth of the evaluation before its deadline, so the check gets an error it
+    // can handle instead of the evaluation ending as a timeout.
     let started = Instant::now();
     let evaluation = engine
         .evaluate_with(
             &check,
             &fetch(&[format!("{}/slow", server.url())]),
-            &short,
-            &grant(patient),
+            &Limits::default(),
+            &grant(allowing(&server)),
         )
         .await;
-    assert_eq!(evaluation.outcome.unwrap_err().kind, FailureKind::Timeout);
+    let elapsed = started.elapsed();
+    let message = evaluation
+        .outcome
+        .expect("the check answered: its request failed in time")
+        .message;
+    assert!(message.contains("HttpResponseTimeout"), "{message}");
+    let cut_off_ms: u64 = evaluation.refusals[0]
+        .split("no complete answer within ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix("ms"))
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("{:?}", evaluation.refusals));
     assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
+        (800..=900).contains(&cut_off_ms),
+        "cut off a tenth before the 1 s deadline: {cut_off_ms} ms"
     );
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+}
+
+/// What the host sends is what it checked: the normalised path (dot segments cannot step out of an allowed
+/// prefix), `Host` from the checked destination (a URL with userinfo is refused), credentials only to the
+/// origin named for them; and a header the host sets cannot be set by the check, which is listed.
+#[tokio::test]
+async fn what_is_sent_is_what_was_checked() {
+    let server = LoopbackServer::start(|_| Reply::new(200, "ok"));
+    let other = LoopbackServer::start(|_| Reply::new(200, "other"));
+    let mut policy = HttpPolicy::allowing(vec![
+        UrlPattern::parse(&format!("{}/api", server.url())).unwrap(),
+        UrlPattern::parse(&other.url()).unwrap(),
+    ]);
+    policy.headers.push(InjectedHeader {
+        name: http::header::AUTHORIZATION,
+        value: http::HeaderValue::from_static("Bearer s3cret"),
+        only_to: vec![UrlPattern::parse(&server.url()).unwrap()],
+    });
+    let (message, refusals) = refused(
+        policy.clone(),
+        &[
+            format!("{}/api/../admin", server.url()),
+            format!("{}/api/./../admin", server.url()),
+            format!("{}/api/%2e%2e/admin", server.url()),
+            format!("{}/api/%2E%2E/admin", server.url()),
+            format!("http://evil.internal@127.0.0.1:{}/api/x", server.port()),
+            format!("{}/api/./v1/../x", server.url()),
+            format!("{}/y", other.url()),
+        ],
+    )
+    .await;
+    assert_eq!(message.matches("HttpRequestDenied").count(), 4, "{message}");
+    assert!(
+        refusals[0].contains(&format!("127.0.0.1:{}/admin is not in", server.port())),
+        "{refusals:?}"
+    );
+    assert!(
+        refusals[4].contains("a user name or password in the URL is refused"),
+        "{refusals:?}"
+    );
+    let received = server.requests();
+    assert_eq!(
+        received.len(),
+        1,
+        "only the normalised allowed path: {received:?}"
+    );
+    assert_eq!(received[0].line, "GET /api/x");
+    assert_eq!(
+        received[0].headers["host"],
+        format!("127.0.0.1:{}", server.port())
+    );
+    assert_eq!(received[0].headers["authorization"], "Bearer s3cret");
+    let elsewhere = other.requests();
+    assert_eq!(elsewhere.len(), 1);
+    assert!(
+        !elsewhere[0].headers.contains_key("authorization"),
+        "credentials stay with their origin: {elsewhere:?}"
+    );
+
+    // A check setting the credentials header or Host gets an error, and the refusal is listed.
+    for header in ["Authorization", "Host"] {
+        let engine = Engine::new(EngineConfig::default()).unwrap();
+        let check = engine.load(&check_bytes("misbehave")).unwrap();
+        let urls = serde_json::to_string(&[format!("{}/api/x", server.url())]).unwrap();
+        let config = format!(r#"{{"mode":"fetch","urls":{urls},"headers":[["{header}","evil"]]}}"#);
+        let evaluation = engine
+            .evaluate_with(
+                &check,
+                &request("x", "{}", &config),
+                &limits(),
+                &grant(policy.clone()),
+            )
+            .await;
+        let message = evaluation.outcome.unwrap().message;
+        assert!(message.contains("error"), "{header}: {message}");
+        assert!(
+            evaluation
+                .refusals
+                .iter()
+                .any(|refusal| refusal.contains(&format!(
+                    "HTTP header {}: the check may not set it",
+                    header.to_lowercase()
+                ))),
+            "{header}: {:?}",
+            evaluation.refusals
+        );
+    }
+    assert_eq!(
+        server.request_count(),
+        1,
+        "no request with a forbidden header left"
+    );
+}
+
+/// A name that resolves into a private network (here `localhost`, loopback) is refused unless the
+/// allow-list names the address literally or the grant allows private networks.
+#[tokio::test]
+async fn a_name_resolving_to_a_private_network_is_refused_unless_allowed() {
+    let server = LoopbackServer::start(|_| Reply::new(200, "internal"));
+    let by_name = format!("http://localhost:{}", server.port());
+    let policy = HttpPolicy::allowing(vec![UrlPattern::parse(&by_name).unwrap()]);
+    let (message, refusals) = refused(policy.clone(), &[format!("{by_name}/x")]).await;
+    assert!(message.contains("DestinationIpProhibited"), "{message}");
+    assert!(
+        refusals[0].contains("is a loopback address")
+            && refusals[0].contains("allowPrivateNetworks"),
+        "{refusals:?}"
+    );
+    assert_eq!(server.request_count(), 0);
+    let mut private = policy;
+    private.private_networks = HttpPolicy::all_private_networks();
+    let (message, _) = refused(private, &[format!("{by_name}/x")]).await;
+    assert_eq!(message, "200 internal");
 }
 
 /// A lookup service that knows one ConfigMap and refuses Secrets, as the operator's would.
@@ -570,16 +691,15 @@ async fn https_trusts_a_private_ca_only_when_its_bundle_is_granted() {
     let (port, ca_pem) = private_tls_server().await;
     let url = format!("https://localhost:{port}/x");
     let pattern = UrlPattern::parse(&format!("https://localhost:{port}")).unwrap();
+    // The certificate names `localhost`, a name for loopback: the grant opens private networks.
+    let mut untrusting = HttpPolicy::allowing(vec![pattern.clone()]);
+    untrusting.private_networks = HttpPolicy::all_private_networks();
 
-    let (message, refusals) = refused(
-        HttpPolicy::allowing(vec![pattern.clone()]),
-        std::slice::from_ref(&url),
-    )
-    .await;
+    let (message, refusals) = refused(untrusting.clone(), std::slice::from_ref(&url)).await;
     assert!(message.contains("TlsCertificateError"), "{message}");
     assert!(refusals[0].contains("TLS with localhost"), "{refusals:?}");
 
-    let mut trusting = HttpPolicy::allowing(vec![pattern]);
+    let mut trusting = untrusting;
     trusting.extra_roots_pem = Some(ca_pem.into_bytes());
     let (message, refusals) = refused(trusting, &[url]).await;
     assert_eq!(message, "200 secure", "{refusals:?}");

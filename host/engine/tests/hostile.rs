@@ -560,3 +560,43 @@ async fn a_fresh_instance_never_sees_what_an_earlier_one_left_in_its_memory() {
         );
     }
 }
+
+/// Issue 21, item 12: throughput measured with many in flight counts the evaluations that failed, so that a
+/// rate made of traps is never reported as checks per second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throughput_counts_the_evaluations_that_failed() {
+    let engine = Arc::new(Engine::new(EngineConfig::default()).unwrap());
+    let check = engine.load(&check_bytes("misbehave")).unwrap();
+    let grants = preflight_engine::Grants::default();
+    let trapping = Arc::new(mode("panic"));
+    let measured = preflight_engine::measure::evaluations_in_flight(
+        &engine,
+        &check,
+        &trapping,
+        limits(),
+        &grants,
+        40,
+        8,
+    )
+    .await;
+    assert_eq!(measured.failed, 40);
+    assert_eq!(
+        measured.first_failure.map(|failure| failure.kind),
+        Some(FailureKind::Trap)
+    );
+    let proceeding = Arc::new(mode("proceed"));
+    let measured = preflight_engine::measure::evaluations_in_flight(
+        &engine,
+        &check,
+        &proceeding,
+        limits(),
+        &grants,
+        40,
+        8,
+    )
+    .await;
+    assert_eq!(
+        (measured.failed, measured.first_failure.is_none()),
+        (0, true)
+    );
+}

@@ -3,7 +3,9 @@
 //! served one; a reused one serves its check, configuration and namespace only, up to its limit, and is
 //! retired after a trap or a timeout; idle instances never keep a fresh evaluation from running.
 
-use preflight_engine::{Engine, EngineConfig, Evaluation, Isolation, Limits, Request, Target};
+use preflight_engine::{
+    Engine, EngineConfig, Evaluation, GrantHolder, Grants, Isolation, Limits, Request, Target,
+};
 use preflight_test_support::check_bytes;
 use std::time::{Duration, SystemTime};
 
@@ -122,6 +124,54 @@ async fn a_reused_instance_serves_one_check_configuration_and_namespace_until_re
     assert_eq!(
         (output(&first, "now"), output(&second, "now")),
         ("1000", "2000")
+    );
+}
+
+/// Two check ConfigMaps of one component and configuration (two grant holders, only one of them granted
+/// something), or one gating two kinds, never share an instance: what an evaluation under one holder's
+/// grants left in guest memory is not seen under the other's.
+#[tokio::test]
+async fn a_reused_instance_serves_one_grant_holder_and_one_kind() {
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let check = engine.load(&check_bytes("conformance")).unwrap();
+    let reuse = limits(Isolation::Reuse { max_uses: 100 });
+    let (granted, plain) = (
+        Grants {
+            holder: GrantHolder::new("operator/with-secret"),
+            lookups_per_evaluation: 1,
+            ..Grants::default()
+        },
+        Grants {
+            holder: GrantHolder::new("operator/without"),
+            ..Grants::default()
+        },
+    );
+    let calls = |request: Request, grants: &Grants| {
+        let (engine, check, grants) = (&engine, &check, grants.clone());
+        async move {
+            let evaluation = engine.evaluate_with(check, &request, &reuse, &grants).await;
+            output(&evaluation, "calls").to_owned()
+        }
+    };
+    assert_eq!(calls(probe("count", "a", "{}"), &granted).await, "1");
+    assert_eq!(calls(probe("count", "a", "{}"), &granted).await, "2");
+    assert_eq!(
+        calls(probe("count", "a", "{}"), &plain).await,
+        "1",
+        "another holder of grants: its own instance"
+    );
+    let mut other_kind = probe("count", "a", "{}");
+    other_kind.target.kind = "OtherProbe".into();
+    assert_eq!(
+        calls(other_kind, &granted).await,
+        "1",
+        "another kind: its own instance"
+    );
+    assert_eq!(calls(probe("count", "a", "{}"), &granted).await, "3");
+    assert_ne!(
+        GrantHolder::new("same"),
+        GrantHolder::new("same"),
+        "each holder is distinct, even under the same name"
     );
 }
 

@@ -6,10 +6,12 @@
 //! ```yaml
 //! http: |
 //!   allow: ["https://deps.example.com/api"]
+//!   allowPrivateNetworks: false      # or true, or ["10.20.0.0/16"]
 //!   timeout: 2s
 //!   maxResponseSize: 64KiB
 //!   maxRequests: 4
-//!   credentials: {secret: deps-token, key: token, header: Authorization, prefix: "Bearer "}
+//!   credentials: {secret: deps-token, key: token, header: Authorization, prefix: "Bearer ",
+//!                 for: ["https://deps.example.com"]}
 //! lookups: |
 //!   kinds: ["v1/ConfigMap", "db.example.com/v1/Database"]
 //!   clusterScope: false
@@ -18,7 +20,7 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use preflight_engine::{HttpGrant, HttpPolicy, ObjectKind, UrlPattern};
+use preflight_engine::{HttpGrant, HttpPolicy, InjectedHeader, ObjectKind, UrlPattern};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +30,7 @@ use std::time::Duration;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct HttpKey {
     allow: Vec<String>,
+    allow_private_networks: Option<PrivateNetworksKey>,
     timeout: Option<String>,
     max_response_size: Option<String>,
     max_requests: Option<u32>,
@@ -36,7 +39,15 @@ struct HttpKey {
     ca_bundle: Option<String>,
 }
 
-/// Where the credentials of outbound requests come from.
+/// `allowPrivateNetworks`: all of them, or the CIDRs listed.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+enum PrivateNetworksKey {
+    All(bool),
+    Listed(Vec<String>),
+}
+
+/// Where the credentials of outbound requests come from, and where they go.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CredentialsKey {
@@ -46,6 +57,8 @@ struct CredentialsKey {
     header: String,
     #[serde(default)]
     prefix: String,
+    #[serde(default, rename = "for")]
+    only_to: Vec<String>,
 }
 
 fn authorization() -> String {
@@ -57,6 +70,7 @@ fn authorization() -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpSettings {
     allow: Vec<UrlPattern>,
+    private_networks: Vec<ipnet::IpNet>,
     timeout: Duration,
     max_response_bytes: usize,
     max_requests: u32,
@@ -76,6 +90,8 @@ pub struct Credentials {
     pub header: http::HeaderName,
     /// Text put before the secret value, e.g. `Bearer `.
     pub prefix: String,
+    /// The destinations it is sent to (`for`; the one allowed destination when `allow` lists one).
+    pub only_to: Vec<UrlPattern>,
 }
 
 impl HttpSettings {
@@ -86,12 +102,28 @@ impl HttpSettings {
         if key.allow.is_empty() {
             return Err("http: `allow` lists no destination".to_owned());
         }
-        let allow = key
-            .allow
-            .iter()
-            .map(|pattern| UrlPattern::parse(pattern))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| format!("http: {error}"))?;
+        let patterns = |patterns: &[String]| {
+            patterns
+                .iter()
+                .map(|pattern| UrlPattern::parse(pattern))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|error| format!("http: {error}"))
+        };
+        let allow = patterns(&key.allow)?;
+        let private_networks = match &key.allow_private_networks {
+            None | Some(PrivateNetworksKey::All(false)) => Vec::new(),
+            Some(PrivateNetworksKey::All(true)) => HttpPolicy::all_private_networks(),
+            Some(PrivateNetworksKey::Listed(networks)) => networks
+                .iter()
+                .map(|network| {
+                    network.parse::<ipnet::IpNet>().map_err(|_| {
+                        format!(
+                            "http: allowPrivateNetworks: `{network}` is not a CIDR such as 10.20.0.0/16"
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        };
         let timeout = match &key.timeout {
             None => HttpPolicy::DEFAULT_REQUEST_TIMEOUT,
             Some(text) => humantime::parse_duration(text)
@@ -109,16 +141,29 @@ impl HttpSettings {
             .map(|credentials| {
                 let header = http::HeaderName::try_from(credentials.header.as_str())
                     .map_err(|_| format!("http: `{}` is not a header name", credentials.header))?;
+                let only_to = match (credentials.only_to.is_empty(), allow.as_slice()) {
+                    (false, _) => patterns(&credentials.only_to)?,
+                    (true, [only]) => vec![only.clone()],
+                    (true, _) => {
+                        return Err(format!(
+                            "http: credentials: `allow` lists {} destinations; name the ones the \
+                             credentials go to with `for` (they are never sent anywhere else)",
+                            allow.len()
+                        ));
+                    }
+                };
                 Ok::<_, String>(Credentials {
                     secret: credentials.secret,
                     key: credentials.key,
                     header,
                     prefix: credentials.prefix,
+                    only_to,
                 })
             })
             .transpose()?;
         Ok(Self {
             allow,
+            private_networks,
             timeout,
             max_response_bytes,
             max_requests: key.max_requests.unwrap_or(HttpPolicy::DEFAULT_MAX_REQUESTS),
@@ -142,23 +187,54 @@ impl HttpSettings {
         secrets: &Api<Secret>,
         namespace: &str,
     ) -> Result<Arc<HttpGrant>, String> {
+        let secret = match &self.credentials {
+            Some(credentials) => {
+                let where_ = format!("Secret {namespace}/{}", credentials.secret);
+                let secret = secrets
+                    .get_opt(&credentials.secret)
+                    .await
+                    .map_err(|error| format!("http credentials: cannot read {where_}: {error}"))?
+                    .ok_or_else(|| format!("http credentials: {where_} does not exist"))?;
+                Some((where_, secret))
+            }
+            None => None,
+        };
+        self.grant_with(
+            secret
+                .as_ref()
+                .map(|(where_, secret)| (where_.as_str(), secret)),
+        )
+    }
+
+    /// The grant the engine enforces, with the credentials read from `secret` (where it came from, for
+    /// messages, and the Secret): what the operator reads from the API server, or the CLI from a file.
+    pub fn grant_with(&self, secret: Option<(&str, &Secret)>) -> Result<Arc<HttpGrant>, String> {
         let mut policy = HttpPolicy::allowing(self.allow.clone());
+        policy.private_networks.clone_from(&self.private_networks);
         policy.request_timeout = self.timeout;
         policy.max_response_bytes = self.max_response_bytes;
         policy.max_requests_per_evaluation = self.max_requests;
         policy.cache_entries = self.cache_entries;
         policy.extra_roots_pem = self.ca_bundle.as_ref().map(|pem| pem.as_bytes().to_vec());
         if let Some(credentials) = &self.credentials {
-            let where_ = format!("Secret {namespace}/{}", credentials.secret);
-            let secret = secrets
-                .get_opt(&credentials.secret)
-                .await
-                .map_err(|error| format!("http credentials: cannot read {where_}: {error}"))?
-                .ok_or_else(|| format!("http credentials: {where_} does not exist"))?;
+            let (where_, secret) = secret.ok_or_else(|| {
+                format!(
+                    "http credentials: Secret {} was not given",
+                    credentials.secret
+                )
+            })?;
             let value = secret
                 .data
                 .as_ref()
                 .and_then(|data| data.get(&credentials.key))
+                .map(|value| value.0.clone())
+                .or_else(|| {
+                    secret
+                        .string_data
+                        .as_ref()
+                        .and_then(|data| data.get(&credentials.key))
+                        .map(|value| value.as_bytes().to_vec())
+                })
                 .ok_or_else(|| {
                     format!(
                         "http credentials: {where_} has no key `{}`",
@@ -166,7 +242,7 @@ impl HttpSettings {
                     )
                 })?;
             let mut header = credentials.prefix.as_bytes().to_vec();
-            header.extend_from_slice(&value.0);
+            header.extend_from_slice(&value);
             let mut value = http::HeaderValue::from_bytes(&header).map_err(|_| {
                 format!(
                     "http credentials: {where_} key `{}` is not a valid header value",
@@ -174,7 +250,11 @@ impl HttpSettings {
                 )
             })?;
             value.set_sensitive(true);
-            policy.headers.push((credentials.header.clone(), value));
+            policy.headers.push(InjectedHeader {
+                name: credentials.header.clone(),
+                value,
+                only_to: credentials.only_to.clone(),
+            });
         }
         HttpGrant::new(policy)
             .map(Arc::new)
@@ -294,6 +374,27 @@ mod tests {
             (credentials.header.as_str(), credentials.prefix.as_str()),
             ("authorization", "Bearer ")
         );
+        assert_eq!(
+            credentials.only_to, settings.allow,
+            "one allowed destination: the credentials go there"
+        );
+        assert!(settings.private_networks.is_empty(), "refused by default");
+
+        let two = HttpSettings::parse(
+            "allow: [\"https://a.example.com\", \"https://b.example.com\"]\n\
+             allowPrivateNetworks: [\"10.20.0.0/16\"]\n\
+             credentials: {secret: s, key: k, for: [\"https://a.example.com\"]}",
+        )
+        .unwrap();
+        let only_to = &two.credentials().unwrap().only_to;
+        assert!(only_to.len() == 1 && only_to[0].matches("https", "a.example.com", 443, "/"));
+        assert_eq!(
+            two.private_networks,
+            ["10.20.0.0/16".parse::<ipnet::IpNet>().unwrap()]
+        );
+        let all =
+            HttpSettings::parse("allow: [\"https://h\"]\nallowPrivateNetworks: true").unwrap();
+        assert_eq!(all.private_networks, HttpPolicy::all_private_networks());
 
         for (text, says) in [
             ("allow: []", "lists no destination"),
@@ -310,6 +411,14 @@ mod tests {
             (
                 "allow: [\"https://h\"]\ncredentials: {secret: s, key: k, header: \"bad header\"}",
                 "not a header name",
+            ),
+            (
+                "allow: [\"https://a\", \"https://b\"]\ncredentials: {secret: s, key: k}",
+                "name the ones the credentials go to with `for`",
+            ),
+            (
+                "allow: [\"https://h\"]\nallowPrivateNetworks: [\"10.0.0.0\"]",
+                "is not a CIDR",
             ),
         ] {
             let error = HttpSettings::parse(text).unwrap_err();

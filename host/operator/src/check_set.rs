@@ -6,7 +6,7 @@
 
 use crate::kind::GatedKind;
 use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection};
-use preflight_engine::{Check, Digest, Engine, Grants};
+use preflight_engine::{Check, Digest, Engine, GrantHolder, Grants};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
@@ -24,18 +24,23 @@ pub struct LoadedCheck {
 }
 
 impl LoadedCheck {
-    /// Compiles `source` (CPU-heavy on a cache miss: call from a blocking thread). Nothing is granted yet:
-    /// see [`LoadedCheck::grants`].
+    /// Compiles `source` (CPU-heavy on a cache miss: call from a blocking thread). Nothing is granted yet
+    /// (see [`LoadedCheck::grants`]), but the grants have a holder of their own: instances reused for this
+    /// version of the check are never shared with another check or version.
     pub fn load(engine: &Engine, source: CheckSource) -> Result<Self, Rejection> {
         let check = engine.load(&source.component).map_err(|error| Rejection {
             gates: Some(source.settings.gates.clone()),
             failure_policy: source.settings.failure_policy,
             problem: error.to_string(),
         })?;
+        let grants = Grants {
+            holder: GrantHolder::new(&source.settings.name),
+            ..Grants::default()
+        };
         Ok(Self {
             settings: source.settings,
             check,
-            grants: Grants::default(),
+            grants,
         })
     }
 

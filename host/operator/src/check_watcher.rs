@@ -4,6 +4,10 @@
 //! configuration the check rejects) is reported on its ConfigMap (Event), in the log and in metrics, and
 //! never replaces the last good one.
 //!
+//! A check shipped in parts is loaded again when one of its parts appears, changes or is deleted (a deleted
+//! part is reported at once, by number). The component of every version loaded from parts is kept on disk
+//! ([`KeptComponents`]), so that a version whose parts went missing still serves after a restart.
+//!
 //! Versions compile in parallel (a slow compile of one check never delays another), and only the newest
 //! version of each ConfigMap is ever installed: every change takes a sequence number, and a compile whose
 //! number is no longer the newest for its name is dropped.
@@ -11,6 +15,7 @@
 use crate::check_set::{CheckSet, LoadedCheck};
 use crate::check_source;
 use crate::events::EventPublisher;
+use crate::kept_components::KeptComponents;
 use crate::lookups::{GrantedLookups, ObjectCaches};
 use crate::metrics::{CheckLabels, KindLabels, Metrics};
 use crate::parts::{PART_OF_LABEL, PARTS_KEY};
@@ -51,6 +56,8 @@ pub struct CheckWatcher {
     pub metrics: Arc<Metrics>,
     /// The watch caches that granted lookups read.
     pub lookups: Arc<ObjectCaches>,
+    /// Copies of the components of checks in parts; `None` without a cache directory.
+    pub(crate) kept: Option<Arc<KeptComponents>>,
 }
 
 /// The newest change per check name, and the kinds the `checks_loaded` gauge has reported.
@@ -168,8 +175,9 @@ impl CheckWatcher {
     }
 }
 
-/// Loads a check again when one of its parts is created or changed after it (parts are applied before
-/// their check by `preflight pack`'s manifests, but nothing forces that order).
+/// Loads a check again when one of its parts is created, changed or deleted after it (parts are applied
+/// before their check by `preflight pack`'s manifests, but nothing forces that order; a deleted part of the
+/// version in force is reported at once, like a missing one).
 async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
     let client = loader.watcher.client.clone();
     let api: Api<ConfigMap> = match &namespace {
@@ -180,7 +188,7 @@ async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
     let mut events = watcher(api, config).default_backoff().boxed();
     while let Some(event) = events.next().await {
         let part = match event {
-            Ok(watcher::Event::Apply(part)) => part,
+            Ok(watcher::Event::Apply(part) | watcher::Event::Delete(part)) => part,
             Ok(_) => continue,
             Err(error) => {
                 error!(%error, "watching check parts");
@@ -245,11 +253,11 @@ impl Loader {
             }
             let engine = loader.watcher.engine.clone();
             let defaults = loader.watcher.default_limits;
+            let kept = loader.watcher.kept.clone();
             let parts = loader.watcher.parts_of(&config_map).await;
             // Decompressing and compiling are CPU-heavy: off the async workers.
             let loaded = tokio::task::spawn_blocking(move || {
-                let source = check_source::from_config_maps(&config_map, &parts, &defaults)?;
-                LoadedCheck::load(&engine, source)
+                load_version(&engine, &config_map, &parts, &defaults, kept.as_deref())
             })
             .await
             .unwrap_or_else(|join_error| {
@@ -260,7 +268,10 @@ impl Loader {
                 })
             });
             let prepared = match loaded {
-                Ok(check) => loader.watcher.prepare(check).await,
+                Ok((check, problem)) => match loader.watcher.prepare(check).await {
+                    Ok(check) => Ok((check, problem)),
+                    Err(rejection) => Err(rejection),
+                },
                 Err(rejection) => Err(rejection),
             };
             loader.settle(&name, sequence, prepared).await;
@@ -281,8 +292,14 @@ impl Loader {
         self.progress().newest.get(name) == Some(&sequence)
     }
 
-    /// Installs or rejects a compiled version, unless a newer change of the same name came meanwhile.
-    async fn settle(&self, name: &str, sequence: u64, loaded: Result<LoadedCheck, Rejection>) {
+    /// Installs or rejects a compiled version, unless a newer change of the same name came meanwhile. A
+    /// version loaded from its kept copy is installed, and its problem (a missing part) reported.
+    async fn settle(
+        &self,
+        name: &str,
+        sequence: u64,
+        loaded: Result<(LoadedCheck, Option<String>), Rejection>,
+    ) {
         let checks = &self.watcher.checks;
         let rejected = {
             let mut progress = self.progress();
@@ -290,37 +307,47 @@ impl Loader {
                 return;
             }
             let rejected = match loaded {
-                Ok(check) => {
+                Ok((check, problem)) => {
                     let (kind, digest) = (check.settings.gates.to_string(), check.digest());
+                    let rejection = problem.map(|problem| check.rejection(problem));
                     if checks.install(check) {
                         info!(check = %name, %kind, %digest, "check loaded");
                     }
-                    None
+                    rejection.map(|rejection| (rejection, Consequence::KeptCopyServes(digest)))
                 }
                 Err(rejection) => {
-                    let unserved = checks.reject(name, rejection.clone());
-                    Some((rejection, unserved))
+                    let consequence = if checks.reject(name, rejection.clone()) {
+                        Consequence::Unserved
+                    } else {
+                        Consequence::LastGoodServes
+                    };
+                    Some((rejection, consequence))
                 }
             };
             self.refresh_loaded_gauge(&mut progress);
             rejected
         };
-        if let Some((rejection, unserved)) = rejected {
-            self.report(name, rejection, unserved).await;
+        if let Some((rejection, consequence)) = rejected {
+            self.report(name, rejection, consequence).await;
         }
     }
 
     /// Says what is wrong with a rejected version: log, metric, Event on the ConfigMap.
-    async fn report(&self, name: &str, rejection: Rejection, unserved: bool) {
+    async fn report(&self, name: &str, rejection: Rejection, consequence: Consequence) {
         let kind = rejection
             .gates
             .as_ref()
             .map(ToString::to_string)
             .unwrap_or_default();
-        let consequence = if unserved {
-            "no good version exists: objects of the kind are held per its failurePolicy"
-        } else {
-            "the last good version keeps serving"
+        let consequence = match consequence {
+            Consequence::Unserved => {
+                "no good version exists: objects of the kind are held per its failurePolicy"
+                    .to_owned()
+            }
+            Consequence::LastGoodServes => "the last good version keeps serving".to_owned(),
+            Consequence::KeptCopyServes(digest) => format!(
+                "the copy of this version (sha256 {digest}) kept on the operator's disk serves"
+            ),
         };
         let problem = rejection.problem;
         error!(check = %name, %kind, %problem, consequence, "check rejected");
@@ -371,6 +398,51 @@ impl Loader {
         self.progress
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// What follows from a rejected version.
+enum Consequence {
+    /// No version serves: objects are held per the failure policy.
+    Unserved,
+    /// The last good version in memory keeps serving.
+    LastGoodServes,
+    /// The version was loaded from its copy kept on disk (its parts are missing).
+    KeptCopyServes(preflight_engine::Digest),
+}
+
+/// Reads and compiles one version of a check ConfigMap. A version in parts is kept on disk once loaded;
+/// one whose parts cannot be assembled is loaded from its kept copy when there is one, with the problem
+/// beside it (to report), else rejected.
+fn load_version(
+    engine: &Engine,
+    config_map: &ConfigMap,
+    parts: &[ConfigMap],
+    defaults: &Limits,
+    kept: Option<&KeptComponents>,
+) -> Result<(LoadedCheck, Option<String>), Rejection> {
+    match check_source::from_config_maps(config_map, parts, defaults) {
+        Ok(source) => {
+            let in_parts = config_map
+                .data
+                .as_ref()
+                .is_some_and(|data| data.contains_key(PARTS_KEY));
+            let component = (in_parts && kept.is_some()).then(|| source.component.clone());
+            let check = LoadedCheck::load(engine, source)?;
+            if let (Some(kept), Some(component)) = (kept, component) {
+                kept.keep(&check.digest().to_string(), &component);
+            }
+            Ok((check, None))
+        }
+        Err(rejection) => {
+            let Some(stand_in) = kept.and_then(|kept| kept.stand_in(config_map)) else {
+                return Err(rejection);
+            };
+            check_source::from_config_maps(&stand_in, &[], defaults)
+                .and_then(|source| LoadedCheck::load(engine, source))
+                .map(|check| (check, Some(rejection.problem.clone())))
+                .map_err(|_| rejection)
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::gate::{Gate, controller_action, summarize};
 use crate::kind::GatedKind;
 use crate::metrics::{KindLabels, Metrics, ReconcileErrorLabels};
 use crate::outputs::{self, OUTPUTS_ANNOTATION};
-use crate::pause::{self, KindSwitch, PauseSync};
+use crate::pause::{self, KindSwitch, PauseSync, ReportedConflicts};
 use crate::recorded_conditions::RecordedConditions;
 use crate::status_writer::{Recorded, StatusWriter};
 use futures::{Stream, StreamExt, future, stream};
@@ -63,6 +63,8 @@ struct KindContext {
     placement: Placement,
     /// The pause switch its checks name.
     pause: KindSwitch,
+    /// The pause conflicts already reported on its objects.
+    pause_conflicts: Arc<ReportedConflicts>,
 }
 
 impl KindContext {
@@ -169,9 +171,16 @@ async fn sync_pause(
         return Ok(());
     };
     let api = context.api(object);
-    match pause::sync(&api, &context.resource, object, &switch, proceed)
-        .await
-        .map_err(ReconcileError::Pause)?
+    match pause::sync(
+        &api,
+        &context.resource,
+        object,
+        &switch,
+        proceed,
+        &context.pause_conflicts,
+    )
+    .await
+    .map_err(ReconcileError::Pause)?
     {
         PauseSync::Unchanged => {}
         PauseSync::Set => info!(%switch, "paused its controller"),
@@ -179,7 +188,8 @@ async fn sync_pause(
         PauseSync::OwnedElsewhere(conflict) => {
             let note = format!(
                 "the pause switch {switch} is set to another value by another field manager; \
-                 preflight leaves it alone ({conflict})"
+                 preflight leaves it alone and says so once, until its owners or its value change \
+                 ({conflict})"
             );
             let notice = Notice {
                 event_type: EventType::Warning,
@@ -239,10 +249,12 @@ fn gate_inputs(object: &DynamicObject) -> u64 {
 
 /// Picks the watch events that start a reconcile: an object seen for the first time, one whose gate inputs
 /// changed, and one whose `Preflight` condition someone else removed or altered (restored at once). Our own
-/// status writes start nothing. Deleted objects are forgotten.
+/// status writes start nothing. Deleted objects are forgotten (their recorded condition and pause
+/// conflict too).
 fn reconcile_triggers(
     events: impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
     recorded: Arc<RecordedConditions>,
+    conflicts: Arc<ReportedConflicts>,
     placement: Placement,
 ) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> {
     let mut seen: HashMap<String, u64> = HashMap::new();
@@ -253,6 +265,7 @@ fn reconcile_triggers(
                 let uid = object.uid().unwrap_or_default();
                 seen.remove(&uid);
                 recorded.forget(&uid);
+                conflicts.forget(&uid);
                 return future::ready(None);
             }
             Ok(watcher::Event::Init | watcher::Event::InitDone) => return future::ready(None),
@@ -314,6 +327,7 @@ async fn run_kind(context: Arc<KindContext>, stop: oneshot::Receiver<()>) {
             .default_backoff()
             .reflect(writer),
         context.shared.writer.recorded().clone(),
+        context.pause_conflicts.clone(),
         context.placement,
     );
     let triggers = check_changes(context.shared.gate.checks().clone(), context.kind.clone());
@@ -583,6 +597,7 @@ fn start(
         resource: resource.clone(),
         placement,
         pause: KindSwitch::default(),
+        pause_conflicts: Arc::default(),
     });
     let (stop, stopped) = oneshot::channel();
     let task =

@@ -173,7 +173,7 @@ impl Gate {
         with_policy(
             check.settings.name.clone(),
             check.settings.failure_policy,
-            evaluation.outcome,
+            with_refusals(evaluation.outcome, &evaluation.refusals),
             evaluation.duration,
             check.settings.outputs.clone(),
         )
@@ -307,6 +307,27 @@ fn object_key(object: &serde_json::Value, target: &Target) -> String {
             target.namespace.as_deref().unwrap_or_default(),
             target.name
         ),
+    }
+}
+
+/// An outcome that does not proceed, after the host refused the check some requests or lookups, with the
+/// host's reasons added to its message (`kubectl describe` then tells "not in the allow-list" from "a
+/// private address"). The reasons are the host's own words about destinations, never response data.
+fn with_refusals(outcome: CheckOutcome, refusals: &[String]) -> CheckOutcome {
+    if refusals.is_empty() {
+        return outcome;
+    }
+    let note = format!(" [refused by the host: {}]", refusals.join("; "));
+    match outcome {
+        Ok(mut verdict) if !verdict.proceed => {
+            verdict.message.push_str(&note);
+            Ok(verdict)
+        }
+        Err(mut failure) => {
+            failure.message.push_str(&note);
+            Err(failure)
+        }
+        proceeding => proceeding,
     }
 }
 
@@ -636,6 +657,33 @@ mod tests {
             "untouched for 3 × BACKOFF_MAX: its object is gone"
         );
         assert_eq!(counts.get("still-failing"), 9);
+    }
+
+    #[test]
+    fn the_host_s_refusals_are_told_when_the_check_does_not_proceed() {
+        let refusals = vec!["HTTP GET http://db/: 10.0.0.5 is a private address".to_owned()];
+        let with = |outcome: CheckOutcome| with_refusals(outcome, &refusals);
+        let waiting = with(verdict(false, Some(5), "DependencyUnknown", "cannot ask")).unwrap();
+        assert_eq!(
+            waiting.message,
+            "cannot ask [refused by the host: HTTP GET http://db/: 10.0.0.5 is a private address]"
+        );
+        let failed = with(Err(Failure::new(FailureKind::CheckError, "no answer"))).unwrap_err();
+        assert!(
+            failed.message.ends_with("10.0.0.5 is a private address]"),
+            "{failed}"
+        );
+        let proceeding = with(verdict(true, None, "Ok", "fine")).unwrap();
+        assert_eq!(
+            proceeding.message, "fine",
+            "a proceeding check is not second-guessed"
+        );
+        assert_eq!(
+            with_refusals(verdict(false, None, "", "m"), &[])
+                .unwrap()
+                .message,
+            "m"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod error;
 mod events;
 mod gate;
 mod http;
+mod kept_components;
 mod kind;
 mod leader;
 mod lookups;
@@ -78,7 +79,8 @@ pub struct OperatorConfig {
     pub leader_election: Option<LeaderElection>,
     /// Limits for checks whose ConfigMap sets none.
     pub default_limits: Limits,
-    /// Engine sizing and the compiled-check cache.
+    /// Engine sizing and the compiled-check cache. The cache directory also keeps a copy of every version
+    /// of a check shipped in parts, so that a restart serves it while a part is missing.
     pub engine: EngineConfig,
     /// How often a kind the server does not serve yet is looked up again.
     pub kind_retry: Duration,
@@ -146,6 +148,9 @@ impl Operator {
             events: events.clone(),
             metrics: metrics.clone(),
             lookups: lookups::ObjectCaches::new(client.clone()),
+            kept: config.engine.cache_dir.as_ref().and_then(|dir| {
+                kept_components::KeptComponents::open(&dir.join("components")).map(Arc::new)
+            }),
         };
         let watcher = tokio::spawn(watcher.run(config.checks.clone(), synced_sender));
 

@@ -29,8 +29,11 @@ pub const PARTS_KEY: &str = "parts";
 pub const PART_KEY: &str = "part";
 /// Most parts a check may have.
 pub const MAX_PARTS: usize = 64;
-/// Default size of one part's bytes: room under the 1 MiB ConfigMap limit for the rest of the object.
-pub const DEFAULT_PART_BYTES: usize = 900 << 10;
+/// Default size of one part's bytes: small enough that `kubectl apply -f -` (client-side apply) takes the
+/// ConfigMap, whose copy in the `last-applied-configuration` annotation must fit the 256 KiB limit on
+/// annotations (180 KiB is 240 KiB in base64); server-side apply and `kubectl create` take any size up to
+/// the 1 MiB ConfigMap limit (`--max-part-size 900KiB`).
+pub const DEFAULT_PART_BYTES: usize = 180 << 10;
 
 /// Reassembles the compressed component of check `check` from `parts`: the `count` parts whose `sha256`
 /// is `pinned`, in order. The caller decompresses and verifies the digest.

@@ -4,15 +4,19 @@
 //! object's verdict is not proceed, the operator sets the kind's switch by server-side apply under its own
 //! field manager; when the verdict turns proceed it withdraws its ownership, so the switch disappears unless
 //! another manager also set it. It never overrides a switch another manager set to another value: the apply
-//! conflicts, and that is reported. It writes only on transitions (it reads its ownership from
-//! `managedFields`).
+//! conflicts, and that is reported once; the operator then stays quiet (no request, no Event) until who
+//! holds the switch, its value or the verdict changes. It writes only on transitions (it reads its
+//! ownership from `managedFields`).
 
 use crate::check_set::{CheckSet, GateEntry};
 use crate::kind::GatedKind;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 
 /// The field manager the operator applies pause switches as.
@@ -120,21 +124,49 @@ impl PauseSwitch {
         }
     }
 
-    /// Whether the operator's field manager owns the switch on `object` now.
-    fn owned_by_us(&self, object: &DynamicObject) -> bool {
+    /// The field managers that own the switch on `object` now.
+    fn owners<'a>(&self, object: &'a DynamicObject) -> impl Iterator<Item = &'a str> + 'a {
         let path = self.fields_path();
         object
             .meta()
             .managed_fields
             .iter()
             .flatten()
-            .filter(|entry| entry.manager.as_deref() == Some(PAUSE_FIELD_MANAGER))
-            .filter_map(|entry| entry.fields_v1.as_ref())
-            .any(|fields| {
-                path.iter()
-                    .try_fold(&fields.0, |node, step| node.get(step))
-                    .is_some()
+            .filter(move |entry| {
+                entry.fields_v1.as_ref().is_some_and(|fields| {
+                    path.iter()
+                        .try_fold(&fields.0, |node, step| node.get(step))
+                        .is_some()
+                })
             })
+            .filter_map(|entry| entry.manager.as_deref())
+    }
+
+    /// Whether the operator's field manager owns the switch on `object` now.
+    fn owned_by_us(&self, object: &DynamicObject) -> bool {
+        self.owners(object)
+            .any(|manager| manager == PAUSE_FIELD_MANAGER)
+    }
+
+    /// Who holds the switch on `object` and what it says, as a fingerprint: a conflict reported under one
+    /// fingerprint is not tried again until it changes.
+    fn holders(&self, object: &DynamicObject) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        let mut owners: Vec<&str> = self.owners(object).collect();
+        owners.sort_unstable();
+        owners.hash(&mut hasher);
+        let value = match self {
+            Self::Annotation { key, .. } => object
+                .annotations()
+                .get(key)
+                .map(|value| Value::String(value.clone())),
+            Self::Field { path, .. } => path
+                .iter()
+                .try_fold(&object.data, |node, step| node.get(step))
+                .cloned(),
+        };
+        value.map(|value| value.to_string()).hash(&mut hasher);
+        hasher.finish()
     }
 }
 
@@ -155,7 +187,8 @@ impl fmt::Display for PauseSwitch {
 /// What syncing a switch did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum PauseSync {
-    /// The switch already said what the verdict wants: no request.
+    /// The switch already said what the verdict wants, or its conflict was reported already and nothing
+    /// changed since: no request.
     Unchanged,
     /// The switch was set (the verdict is not proceed).
     Set,
@@ -165,17 +198,52 @@ pub(crate) enum PauseSync {
     OwnedElsewhere(String),
 }
 
+/// The conflicts already reported, per object (uid): the fingerprint of who held the switch then.
+#[derive(Debug, Default)]
+pub(crate) struct ReportedConflicts {
+    by_object: Mutex<HashMap<String, u64>>,
+}
+
+impl ReportedConflicts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.by_object
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn reported(&self, uid: &str) -> Option<u64> {
+        self.lock().get(uid).copied()
+    }
+
+    fn remember(&self, uid: String, holders: u64) {
+        self.lock().insert(uid, holders);
+    }
+
+    /// Forgets `uid`'s conflict: its verdict changed, the switch is ours, or the object is gone.
+    pub fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+}
+
 /// Makes `object`'s switch say what the verdict wants: set while not proceeding, withdrawn when proceeding.
-/// Writes only when the operator's ownership has to change.
+/// Writes only when the operator's ownership has to change, and does not try again a conflict `conflicts`
+/// already holds while the switch's holders and value are the same.
 pub(crate) async fn sync(
     api: &Api<DynamicObject>,
     resource: &ApiResource,
     object: &DynamicObject,
     switch: &PauseSwitch,
     proceed: bool,
+    conflicts: &ReportedConflicts,
 ) -> Result<PauseSync, kube::Error> {
     let set = !proceed;
+    let uid = object.uid().unwrap_or_default();
     if switch.owned_by_us(object) == set {
+        conflicts.forget(&uid);
+        return Ok(PauseSync::Unchanged);
+    }
+    let holders = switch.holders(object);
+    if set && conflicts.reported(&uid) == Some(holders) {
         return Ok(PauseSync::Unchanged);
     }
     let params = PatchParams::apply(PAUSE_FIELD_MANAGER);
@@ -184,9 +252,16 @@ pub(crate) async fn sync(
         .patch(&object.name_any(), &params, &Patch::Apply(body))
         .await
     {
-        Ok(_) if set => Ok(PauseSync::Set),
-        Ok(_) => Ok(PauseSync::Withdrawn),
+        Ok(_) => {
+            conflicts.forget(&uid);
+            Ok(if set {
+                PauseSync::Set
+            } else {
+                PauseSync::Withdrawn
+            })
+        }
         Err(kube::Error::Api(status)) if status.code == 409 => {
+            conflicts.remember(uid, holders);
             Ok(PauseSync::OwnedElsewhere(status.message))
         }
         Err(error) => Err(error),
@@ -343,8 +418,15 @@ mod tests {
         assert!(!paused.owned_by_us(&object));
         object.metadata.managed_fields = Some(vec![entry("kubectl", annotation.clone())]);
         assert!(!paused.owned_by_us(&object), "someone else's");
-        object.metadata.managed_fields = Some(vec![entry(PAUSE_FIELD_MANAGER, annotation)]);
+        let theirs = paused.holders(&object);
+        object.metadata.managed_fields = Some(vec![entry(PAUSE_FIELD_MANAGER, annotation.clone())]);
         assert!(paused.owned_by_us(&object));
+        assert_ne!(paused.holders(&object), theirs, "another owner");
+        object.metadata.managed_fields = Some(vec![entry("kubectl", annotation)]);
+        assert_eq!(paused.holders(&object), theirs, "the same owner and value");
+        object.metadata.annotations =
+            Some([("crossplane.io/paused".into(), "false".into())].into());
+        assert_ne!(paused.holders(&object), theirs, "another value");
         let suspend = PauseSwitch::parse("field:spec.suspend=true").unwrap();
         assert!(!suspend.owned_by_us(&object));
     }

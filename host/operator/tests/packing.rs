@@ -42,23 +42,40 @@ async fn apply(client: &kube::Client, namespace: &str, config_map: &ConfigMap) {
         .unwrap_or_else(|error| panic!("applying {name}: {error}"));
 }
 
+/// `component` (the dependency-ready example) as check `deps` of the scenario's kind, in 24 KiB parts, with
+/// the dependencies `available` (a JSON list).
+fn in_parts(s: &Scenario, component: &[u8], available: &str) -> Vec<ConfigMap> {
+    pack(&Package {
+        component,
+        name: "deps",
+        namespace: &s.namespace,
+        gates: &s.kind.gates(),
+        data: BTreeMap::from([(
+            "config".to_owned(),
+            format!(r#"{{"available": {available}, "retryAfterSeconds": 60}}"#),
+        )]),
+        max_part_bytes: 24 << 10,
+    })
+    .unwrap()
+}
+
+/// An object of the scenario's kind that depends on `postgres`.
+async fn depending_on_postgres(s: &Scenario, name: &str) {
+    create_object(
+        &s.client,
+        &s.kind,
+        &s.namespace,
+        name,
+        json!({"dependsOn": ["postgres"]}),
+        &[],
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_in_parts_gates_and_a_missing_part_keeps_the_last_good_version() {
     let s = Scenario::new("parts", "Shipment", "dependency-ready").await;
-    let package = |component: &[u8], available: &str| {
-        pack(&Package {
-            component,
-            name: "deps",
-            namespace: &s.namespace,
-            gates: &s.kind.gates(),
-            data: BTreeMap::from([(
-                "config".to_owned(),
-                format!(r#"{{"available": {available}, "retryAfterSeconds": 60}}"#),
-            )]),
-            max_part_bytes: 24 << 10,
-        })
-        .unwrap()
-    };
+    let package = |component: &[u8], available: &str| in_parts(&s, component, available);
     let first = package(&s.wasm, "[]");
     assert!(
         first.len() >= 3,
@@ -68,15 +85,7 @@ async fn a_check_in_parts_gates_and_a_missing_part_keeps_the_last_good_version()
     for config_map in &first {
         apply(&s.client, &s.namespace, config_map).await;
     }
-    create_object(
-        &s.client,
-        &s.kind,
-        &s.namespace,
-        "o1",
-        json!({"dependsOn": ["postgres"]}),
-        &[],
-    )
-    .await;
+    depending_on_postgres(&s, "o1").await;
     let operator = s.operator().await;
     s.wait("o1", "False", "DependencyMissing").await;
 
@@ -103,15 +112,7 @@ async fn a_check_in_parts_gates_and_a_missing_part_keeps_the_last_good_version()
         note.contains("the last good version keeps serving"),
         "{note}"
     );
-    create_object(
-        &s.client,
-        &s.kind,
-        &s.namespace,
-        "o2",
-        json!({"dependsOn": ["postgres"]}),
-        &[],
-    )
-    .await;
+    depending_on_postgres(&s, "o2").await;
     s.wait("o2", "False", "DependencyMissing").await;
 
     // The part arrives: the new version loads, and the objects proceed.
@@ -119,6 +120,65 @@ async fn a_check_in_parts_gates_and_a_missing_part_keeps_the_last_good_version()
     s.wait("o1", "True", "DependenciesAvailable").await;
     s.wait("o2", "True", "DependenciesAvailable").await;
     operator.stop().await;
+    s.remove().await;
+}
+
+/// Issue 21, item 2: deleting a part of the version in force is reported at once, by number; and an operator
+/// restarted meanwhile serves the copy of that version it kept on disk (objects that had proceeded stay
+/// proceeded), saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_part_is_reported_at_once_and_a_restart_serves_the_kept_copy() {
+    let s = Scenario::new("lostpart", "Delivery", "dependency-ready").await;
+    let maps = in_parts(&s, &s.wasm, r#"["postgres"]"#);
+    assert!(maps.len() >= 3, "several parts: {}", maps.len());
+    for config_map in &maps {
+        apply(&s.client, &s.namespace, config_map).await;
+    }
+    depending_on_postgres(&s, "o1").await;
+    let cache = std::env::temp_dir().join(format!("preflight-lostpart-{}", std::process::id()));
+    let config = || {
+        let mut config = operator_config(&s.namespace);
+        config.engine.cache_dir = Some(cache.clone());
+        config
+    };
+    let operator = start_operator(&s.client, config()).await;
+    s.wait("o1", "True", "DependenciesAvailable").await;
+
+    let second = maps[1].metadata.name.clone().unwrap();
+    Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace)
+        .delete(&second, &Default::default())
+        .await
+        .unwrap();
+    let reported = event_where(&s.client, &s.namespace, "CheckRejected", |event| {
+        event
+            .note
+            .as_deref()
+            .is_some_and(|note| note.contains("part 2 of") && note.contains("is missing"))
+    })
+    .await;
+    assert!(
+        reported
+            .note
+            .unwrap()
+            .contains("kept on the operator's disk serves"),
+        "the kept copy is named as what serves"
+    );
+    operator.stop().await;
+
+    // Restarted with the part still missing: the kept copy serves, the object stays proceeded.
+    let restarted = start_operator(&s.client, config()).await;
+    s.label("o1", "touched", "yes").await;
+    depending_on_postgres(&s, "o2").await;
+    s.wait("o2", "True", "DependenciesAvailable").await;
+    let o1 = condition(&s.client, &s.kind, &s.namespace, "o1")
+        .await
+        .unwrap();
+    assert_eq!(
+        (o1.status.as_str(), o1.reason.as_str()),
+        ("True", "DependenciesAvailable")
+    );
+    restarted.stop().await;
+    let _ = std::fs::remove_dir_all(&cache);
     s.remove().await;
 }
 

@@ -208,3 +208,113 @@ async fn an_annotation_switch_cycles_and_another_managers_value_is_left_alone() 
     operator.stop().await;
     s.remove().await;
 }
+
+/// `apiserver_request_total` for server-side applies to `group` answered 409 (conflict), read from the
+/// API server's own metrics.
+async fn conflicting_applies(client: &Client, group: &str) -> f64 {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let metrics = client.request_text(request).await.unwrap();
+    metrics
+        .lines()
+        .filter(|line| {
+            line.starts_with("apiserver_request_total{")
+                && line.contains(r#"code="409""#)
+                && line.contains(r#"verb="APPLY""#)
+                && line.contains(&format!(r#"group="{group}""#))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Issue 21, item 1: a switch another manager holds at another value is reported once, then left alone —
+/// no apply and no Event on each requeue — until who holds it changes; then the operator sets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_held_elsewhere_is_reported_once_and_tried_again_only_when_its_holders_change() {
+    let client = preflight_kube_harness::admin_client().await;
+    let namespace = preflight_kube_harness::test_namespace(&client, "heldpause").await;
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {"suspend": {"type": "boolean"}}},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+    }});
+    let kind = install_kind_with_schema(&client, &namespace, "Source", true, schema).await;
+    let conformance = preflight_test_support::check_bytes("conformance");
+    put_check(
+        &client,
+        &namespace,
+        "waits",
+        &kind.gates(),
+        &conformance,
+        &[("pause", "field:spec.suspend=true")],
+    )
+    .await;
+    // Its own controller created it with `suspend: false`, by server-side apply: it owns the field.
+    let api = kind.api(&client, &namespace);
+    let owner = PatchParams::apply("source-controller");
+    let object = |spec: serde_json::Value| {
+        json!({"apiVersion": kind.resource.api_version, "kind": "Source",
+            "metadata": {"name": "held", "namespace": namespace}, "spec": spec})
+    };
+    api.patch(
+        "held",
+        &owner,
+        &Patch::Apply(object(
+            json!({"behave": "requeue", "seconds": 1, "suspend": false}),
+        )),
+    )
+    .await
+    .unwrap();
+    let operator = start_operator(&client, operator_config(&namespace)).await;
+    wait_for_condition(&client, &kind, &namespace, "held", "False", "Waiting", SOON).await;
+    let reported = event_where(&client, &namespace, "PauseOwnedElsewhere", |event| {
+        regarding(event) == Some("held")
+    })
+    .await;
+    let conflicts = conflicting_applies(&client, &kind.group).await;
+    assert!(conflicts >= 1.0, "the first apply conflicted: {conflicts}");
+
+    // Six requeues later: not one more apply, and the Event was not repeated.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        evaluations(&operator, &format!("{namespace}/waits")).await >= 4,
+        "the check kept requeueing"
+    );
+    assert_eq!(
+        conflicting_applies(&client, &kind.group).await,
+        conflicts,
+        "no apply while the switch's holders are the same"
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), &namespace);
+    let again = events
+        .get(&reported.metadata.name.clone().unwrap())
+        .await
+        .unwrap();
+    assert!(again.series.is_none(), "reported once: {:?}", again.series);
+    assert_eq!(
+        get(&api, "held").await.data["spec"]["suspend"],
+        json!(false),
+        "left alone"
+    );
+
+    // Its controller lets go of the field: the next evaluation sets the switch.
+    api.patch(
+        "held",
+        &owner,
+        &Patch::Apply(object(json!({"behave": "requeue", "seconds": 1}))),
+    )
+    .await
+    .unwrap();
+    let paused = eventually(
+        "the switch to be set once its holder let go",
+        SOON,
+        || async {
+            let object = get(&api, "held").await;
+            (object.data["spec"]["suspend"] == json!(true)).then_some(object)
+        },
+    )
+    .await;
+    assert!(managed_by_us(&paused));
+    operator.stop().await;
+    kind.remove(&client).await;
+}

@@ -43,6 +43,16 @@ pub fn up() -> PathBuf {
     )
 }
 
+/// The kubectl `tests/cluster/build` builds (the version of the test API server), to run the README's
+/// commands as a user does.
+pub fn kubectl() -> &'static Path {
+    static KUBECTL: OnceLock<PathBuf> = OnceLock::new();
+    KUBECTL.get_or_init(|| {
+        let stdout = cluster_script("build", &[]);
+        PathBuf::from(stdout.lines().last().unwrap_or_default())
+    })
+}
+
 /// Stops kube-apiserver only (etcd and the data stay), to test recovery; [`up`] starts it again.
 pub fn stop_apiserver() {
     cluster_script("down", &["--apiserver-only"]);

@@ -410,7 +410,7 @@ fn once(key: &str, build: impl FnOnce() -> PathBuf) -> PathBuf {
 }
 
 /// `$PREFLIGHT_CACHE`, else `~/.cache/preflight`: where `scripts/setup` installs the guest toolchains.
-fn cache_dir() -> PathBuf {
+pub fn cache_dir() -> PathBuf {
     std::env::var_os("PREFLIGHT_CACHE")
         .map(PathBuf::from)
         .or_else(|| {

@@ -1,10 +1,13 @@
 #!/bin/sh
-# Builds {{name}}.wasm with Go's wasip1 port (Go 1.26 or newer) as a reactor, then wasm-tools 1.254.2
-# (`cargo install --locked wasm-tools@1.254.2`; or set WASM_TOOLS): the contract's component type (wit/) and
-# the wasip1 reactor adapter of the host's wasmtime (wasi_snapshot_preview1.reactor.wasm).
+# Builds {{name}}.wasm with Go's wasip1 port (Go 1.26 or newer) as a reactor, then wasm-tools 1.254.2: the
+# contract's component type (wit/) and the wasip1 reactor adapter of the host's wasmtime
+# (wasi_snapshot_preview1.reactor.wasm). Set WASM_TOOLS to use a given installation.
 set -eu
 cd "$(dirname "$0")"
-wasm_tools=${WASM_TOOLS:-wasm-tools}
+{{find_tool}}
+wasm_tools=${WASM_TOOLS:-$(find_tool wasm-tools \
+  "run the preflight repository's scripts/setup, or: cargo install --locked wasm-tools@1.254.2" \
+  "$cache/tools/bin/wasm-tools")}
 GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags=-checklinkname=0 -o {{name}}.core.wasm .
 "$wasm_tools" component embed wit --world preflight:check/preflight-check-with-config@0.2.0 \
   {{name}}.core.wasm -o {{name}}.core.wasm

@@ -8,6 +8,43 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Evaluations that failed during the benchmark, per phase, and the first failure: a rate counted over
+/// failures (timeouts, traps, exhausted memory) would measure how fast the check fails, not how fast it runs.
+#[derive(Default)]
+struct Failures {
+    per_phase: Vec<(String, u32)>,
+    first: Option<preflight_engine::Failure>,
+}
+
+impl Failures {
+    fn count(&mut self, phase: &str, failure: Option<preflight_engine::Failure>) {
+        let Some(failure) = failure else {
+            return;
+        };
+        match self.per_phase.iter_mut().find(|(seen, _)| seen == phase) {
+            Some((_, count)) => *count += 1,
+            None => self.per_phase.push((phase.to_owned(), 1)),
+        }
+        self.first.get_or_insert(failure);
+    }
+
+    fn refuse_a_rate_made_of_them(&self) -> Result<(), Problem> {
+        let Some(first) = &self.first else {
+            return Ok(());
+        };
+        let phases: Vec<String> = self
+            .per_phase
+            .iter()
+            .map(|(phase, count)| format!("{count} {phase}"))
+            .collect();
+        Err(Problem::CheckFailed(format!(
+            "evaluations failed during the benchmark ({}; the first: {first}); no rate is reported \
+             (raise --timeout or --memory-limit, or lower --concurrency)",
+            phases.join(", ")
+        )))
+    }
+}
+
 pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
     let prepared = args.evaluate.prepare(args.concurrency)?;
     let check = prepared
@@ -38,23 +75,26 @@ pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
             )));
         }
     };
+    let mut failures = Failures::default();
     for _ in 0..args.iterations / 10 {
-        engine
+        let evaluation = engine
             .evaluate_with(&check, &request, &limits, &grants)
             .await;
+        failures.count("warm-up", evaluation.outcome.err());
     }
     let mut latency =
         Histogram::<u64>::new(3).map_err(|error| Problem::Input(error.to_string()))?;
     let sequential_start = Instant::now();
     for _ in 0..args.iterations {
         let started = Instant::now();
-        engine
+        let evaluation = engine
             .evaluate_with(&check, &request, &limits, &grants)
             .await;
         let _ = latency.record(started.elapsed().as_nanos() as u64);
+        failures.count("one at a time", evaluation.outcome.err());
     }
     let sequential = sequential_start.elapsed();
-    let concurrent = preflight_engine::measure::evaluations_in_flight(
+    let in_flight = preflight_engine::measure::evaluations_in_flight(
         &engine,
         &check,
         &request,
@@ -64,6 +104,14 @@ pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
         args.concurrency,
     )
     .await;
+    for _ in 0..in_flight.failed {
+        failures.count(
+            &format!("{} in flight", args.concurrency),
+            in_flight.first_failure.clone(),
+        );
+    }
+    failures.refuse_a_rate_made_of_them()?;
+    let concurrent = in_flight.elapsed;
 
     let per_second = |elapsed: Duration| f64::from(args.iterations) / elapsed.as_secs_f64();
     let micros = |quantile: f64| latency.value_at_quantile(quantile) as f64 / 1000.0;

@@ -8,7 +8,14 @@ use wasm_encoder::{ComponentSection, CustomSection};
 
 pub fn declare_reads(args: &DeclareReadsArgs) -> Result<u8, Problem> {
     let mut component = input::read(&args.check)?;
-    input::load_check(&component)?;
+    if let Some(declared) = &input::load_check(&component)?.info().reads {
+        return Err(Problem::Input(format!(
+            "{} already declares the parts of the object it reads ({}); a second declaration would add to \
+             it, never narrow it. Run declare-reads on the component as built, not on its own output.",
+            args.check.display(),
+            declared.join(", ")
+        )));
+    }
     let projection = Projection::new(&args.paths)
         .map_err(|problem| Problem::Input(format!("--path {problem}")))?;
     CustomSection {

@@ -18,6 +18,10 @@
 //!     expect: {proceed: true, outputs: {dependencyKey: K-1}}   # every output, exactly
 //! ```
 //!
+//! A configuration the check refuses when it is loaded (its `validate-config`, which the operator calls
+//! before it installs a ConfigMap) is the case's answer (`error: invalid-config`, reason
+//! `InvalidCheckConfig`, action `stop`): the operator would never evaluate the check with it.
+//!
 //! A check that declares the parts of the object it reads gets, as in the operator, only those; each case
 //! then also runs with the whole object and fails if the check answers otherwise (a path left out of the
 //! declaration): the same proceed, delay, reason, outputs and failure kind, and the same message unless
@@ -27,7 +31,7 @@ use super::input::{engine, parse_document, read, request as request_for};
 use super::run::summary;
 use super::{EXIT_FAILED_TESTS, EXIT_PROCEED, Problem, TestArgs};
 use preflight_engine::action;
-use preflight_engine::{Evaluation, Limits, Request};
+use preflight_engine::{Evaluation, Failure, Limits, Request};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -98,12 +102,15 @@ pub async fn test(args: TestArgs) -> Result<u8, Problem> {
     let bytes = read(&args.check)?;
     let engine = engine(1, args.memory_limit)?;
     let check = engine.load(&bytes).map_err(Problem::Unusable)?;
+    let grants = args.grant.grants()?;
     let limits = Limits {
         timeout: args.timeout,
         memory_bytes: args.memory_limit,
         ..Limits::default()
     };
     let mut verdicts = Vec::new();
+    // What validate-config says of each configuration, asked once per configuration.
+    let mut refusals: BTreeMap<String, Option<Failure>> = BTreeMap::new();
     for file in &args.fixtures {
         let fixtures = load(file)?;
         for case in &fixtures.cases {
@@ -122,14 +129,41 @@ pub async fn test(args: TestArgs) -> Result<u8, Problem> {
                 None => limits,
             };
             let request = request_for(check.input(&object), &object, &config, now);
-            let evaluation = engine.evaluate(&check, &request, &limits).await;
+            let refused = match refusals.get(&request.config) {
+                Some(refused) => refused.clone(),
+                None => {
+                    let refused = engine
+                        .validate_config(&check, &request.config, &limits)
+                        .await
+                        .err();
+                    refusals.insert(request.config.clone(), refused.clone());
+                    refused
+                }
+            };
+            // A configuration the check refuses when it is loaded is the case's answer: the operator
+            // rejects such a ConfigMap and never evaluates the check with it.
+            let evaluated = refused.is_none();
+            let evaluation = match refused {
+                Some(refusal) => Evaluation {
+                    outcome: Err(refusal),
+                    duration: Duration::ZERO,
+                    logs: Vec::new(),
+                    logs_dropped: 0,
+                    refusals: Vec::new(),
+                },
+                None => {
+                    engine
+                        .evaluate_with(&check, &request, &limits, &grants)
+                        .await
+                }
+            };
             let mut verdict = judge(case, &evaluation);
-            if let Some(projection) = check.projection() {
+            if let Some(projection) = check.projection().filter(|_| evaluated) {
                 let whole = Request {
                     object: object.to_string(),
                     ..request
                 };
-                let whole = engine.evaluate(&check, &whole, &limits).await;
+                let whole = engine.evaluate_with(&check, &whole, &limits, &grants).await;
                 if let Some(difference) = difference(&whole, &evaluation) {
                     verdict.failures.push(format!(
                         "the declared reads ({}) change the answer: {difference}",

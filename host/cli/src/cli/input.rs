@@ -1,9 +1,10 @@
 //! Reading what the user points at: components, objects and configuration in YAML or JSON, sizes.
 
-use super::{Evaluate, Problem};
+use super::{Evaluate, GrantArgs, Problem};
 use preflight_engine::{
     Check, Engine, EngineConfig, Grants, HttpGrant, HttpPolicy, Limits, Request, Target,
 };
+use preflight_operator::HttpSettings;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,11 +19,15 @@ pub fn parse_document(path: &Path) -> Result<serde_json::Value, Problem> {
     let bytes = read(path)?;
     let text = String::from_utf8(bytes)
         .map_err(|_| Problem::Input(format!("{} is not UTF-8 text", path.display())))?;
-    let parsed = if text.trim_start().starts_with('{') {
-        serde_json::from_str(&text).map_err(|error| error.to_string())
-    } else {
-        serde_norway::from_str(&text).map_err(|error| error.to_string())
-    };
+    // JSON first when it looks like JSON, then YAML (a one-line flow mapping `{apiVersion: v1, ...}` starts
+    // with `{` too, and is YAML).
+    let parsed = serde_json::from_str(&text)
+        .ok()
+        .filter(|_| text.trim_start().starts_with('{'))
+        .map_or_else(
+            || serde_norway::from_str(&text).map_err(|error| error.to_string()),
+            Ok,
+        );
     parsed.map_err(|error| {
         Problem::Input(format!(
             "{} is not a single YAML or JSON document: {error}",
@@ -40,7 +45,7 @@ pub struct Prepared {
     now: std::time::SystemTime,
     whole_object: bool,
     pub limits: Limits,
-    /// Outbound HTTP when `--allow-http` was given; never lookups (there is no cluster).
+    /// Outbound HTTP when `--allow-http` or `--http-grant` was given; never lookups (there is no cluster).
     pub grants: Grants,
 }
 
@@ -66,14 +71,7 @@ impl Evaluate {
             ..Limits::default()
         };
         let engine = engine(max_concurrent_evaluations, self.memory_limit)?;
-        let mut grants = Grants::default();
-        if !self.allow_http.is_empty() {
-            let mut policy = HttpPolicy::allowing(self.allow_http.clone());
-            policy.request_timeout = self.http_timeout;
-            let grant =
-                HttpGrant::new(policy).map_err(|error| Problem::Input(error.to_string()))?;
-            grants.http = Some(Arc::new(grant));
-        }
+        let grants = self.grant.grants()?;
         Ok(Prepared {
             engine,
             bytes,
@@ -83,6 +81,54 @@ impl Evaluate {
             whole_object: self.whole_object,
             limits,
             grants,
+        })
+    }
+}
+
+impl GrantArgs {
+    /// The grants these arguments give: the `http` key's file with its Secret, or the allow-list patterns,
+    /// or nothing.
+    pub fn grants(&self) -> Result<Grants, Problem> {
+        let http = match &self.http_grant {
+            Some(path) => {
+                let text = String::from_utf8(read(path)?)
+                    .map_err(|_| Problem::Input(format!("{} is not UTF-8 text", path.display())))?;
+                let settings = HttpSettings::parse(&text)
+                    .map_err(|problem| Problem::Input(format!("{}: {problem}", path.display())))?;
+                let secret = match &self.secret {
+                    Some(path) => {
+                        let secret: k8s_openapi::api::core::v1::Secret =
+                            serde_json::from_value(parse_document(path)?).map_err(|error| {
+                                Problem::Input(format!(
+                                    "{} is not a Secret: {error}",
+                                    path.display()
+                                ))
+                            })?;
+                        Some((path.display().to_string(), secret))
+                    }
+                    None => None,
+                };
+                let grant = settings
+                    .grant_with(
+                        secret
+                            .as_ref()
+                            .map(|(from, secret)| (from.as_str(), secret)),
+                    )
+                    .map_err(|problem| Problem::Input(format!("{}: {problem}", path.display())))?;
+                Some(grant)
+            }
+            None if !self.allow_http.is_empty() => {
+                let mut policy = HttpPolicy::allowing(self.allow_http.clone());
+                policy.request_timeout = self.http_timeout;
+                let grant =
+                    HttpGrant::new(policy).map_err(|error| Problem::Input(error.to_string()))?;
+                Some(Arc::new(grant))
+            }
+            None => None,
+        };
+        Ok(Grants {
+            http,
+            ..Grants::default()
         })
     }
 }
@@ -120,6 +166,22 @@ pub fn request(
 /// cannot run.
 pub fn load_check(bytes: &[u8]) -> Result<std::sync::Arc<preflight_engine::Check>, Problem> {
     engine(1, 0)?.load(bytes).map_err(Problem::Unusable)
+}
+
+/// What the check's `validate-config` says of `config` (JSON), as the operator asks it when it loads a
+/// ConfigMap: `None` when the check accepts it (or has no such export), else why it refuses it, which the
+/// operator would report as `CheckRejected` without ever evaluating the check.
+pub async fn refused_config(
+    engine: &Engine,
+    check: &Check,
+    config: &str,
+    limits: &Limits,
+) -> Option<String> {
+    engine
+        .validate_config(check, config, limits)
+        .await
+        .err()
+        .map(|failure| failure.message)
 }
 
 /// The variable naming a directory where compiled checks are kept between runs: the operator's

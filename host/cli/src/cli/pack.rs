@@ -3,15 +3,22 @@
 use super::{EXIT_PROCEED, PackArgs, Problem, input};
 use std::collections::BTreeMap;
 
-pub fn pack(args: PackArgs) -> Result<u8, Problem> {
+pub async fn pack(args: PackArgs) -> Result<u8, Problem> {
     let component = input::read(&args.check)?;
-    input::load_check(&component)?;
+    let check = input::load_check(&component)?;
     let mut data = BTreeMap::new();
     if let Some(path) = &args.config {
-        data.insert(
-            "config".to_owned(),
-            input::parse_document(path)?.to_string(),
-        );
+        let config = input::parse_document(path)?.to_string();
+        let engine = input::engine(1, 0)?;
+        let limits = preflight_engine::Limits::default();
+        if let Some(why) = input::refused_config(&engine, &check, &config, &limits).await {
+            return Err(Problem::Input(format!(
+                "the check refuses the configuration in {} (validate-config): {why}; the operator would \
+                 reject this ConfigMap, so nothing is written",
+                path.display()
+            )));
+        }
+        data.insert("config".to_owned(), config);
     }
     for setting in &args.settings {
         let (key, value) = setting.split_once('=').ok_or_else(|| {

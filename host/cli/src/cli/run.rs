@@ -1,6 +1,6 @@
 //! `preflight run`: one evaluation, printed as text or JSON, with the action it maps to.
 
-use super::{EXIT_FAILED, EXIT_NOT_PROCEED, EXIT_PROCEED, Format, Problem, RunArgs};
+use super::{EXIT_FAILED, EXIT_NOT_PROCEED, EXIT_PROCEED, Format, Problem, RunArgs, input};
 use preflight_engine::action::{self, Decision};
 use preflight_engine::{CheckOutcome, Digest, Error, Evaluation, Failure, FailureKind};
 use serde_json::json;
@@ -9,16 +9,22 @@ use std::time::Duration;
 pub async fn run(args: RunArgs) -> Result<u8, Problem> {
     let prepared = args.evaluate.prepare(1)?;
     let digest = Digest::of(&prepared.bytes);
+    let mut config_refused = None;
     let evaluation = match prepared.engine.load(&prepared.bytes) {
         Ok(check) => {
+            let request = prepared.request(&check);
+            config_refused =
+                input::refused_config(&prepared.engine, &check, &request.config, &prepared.limits)
+                    .await;
+            if let Some(why) = &config_refused {
+                eprintln!(
+                    "warning: the check refuses this configuration when it is loaded (validate-config): \
+                     {why}; the operator would reject the ConfigMap (CheckRejected) and never evaluate it"
+                );
+            }
             prepared
                 .engine
-                .evaluate_with(
-                    &check,
-                    &prepared.request(&check),
-                    &prepared.limits,
-                    &prepared.grants,
-                )
+                .evaluate_with(&check, &request, &prepared.limits, &prepared.grants)
                 .await
         }
         Err(error) => Evaluation {
@@ -34,7 +40,11 @@ pub async fn run(args: RunArgs) -> Result<u8, Problem> {
     };
     let decision = action::decide([&evaluation.outcome], 0);
     match args.output {
-        Format::Json => println!("{:#}", to_json(&evaluation, decision, digest)),
+        Format::Json => {
+            let mut json = to_json(&evaluation, decision, digest);
+            json["configRefused"] = json!(config_refused);
+            println!("{json:#}");
+        }
         Format::Text => print!(
             "{}",
             to_text(

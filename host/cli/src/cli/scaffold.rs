@@ -2,11 +2,13 @@
 //! language's pinned toolchain (`sh build.sh`) and passes its own fixtures (`preflight test`) as created.
 //!
 //! The templates are `host/cli/scaffold/<language>/` plus a shared `fixtures.yaml`, with `{{name}}` (the
-//! project directory's name) and `{{crate}}` (the same with `_` for `-`) filled in. The SDK of every language
+//! project directory's name), `{{crate}}` (the same with `_` for `-`) and `{{find_tool}}` (the shell function
+//! in `find-tool.sh` by which a build script finds the tools the repository's setup installed) filled in. The SDK of every language
 //! but Rust is copied into the project from this binary, with the WIT it is built against, so that the
 //! project builds with nothing but its toolchain and matches the contract versions this binary serves; Go
-//! and C projects also get the wasip1 reactor adapter of this binary's wasmtime. A Rust project depends on
-//! the `preflight-guest` crate: from a checkout given with `--sdk`, else from the project's repository.
+//! and C projects also get the wasip1 reactor adapter of this binary's wasmtime. A Rust project gets the
+//! `preflight-guest` crate the same way (in `preflight-sdk/`, with the contract it is built against), or
+//! depends on a checkout given with `--sdk`, by a path relative to the project.
 
 use super::{Problem, ScaffoldArgs};
 use clap::ValueEnum;
@@ -27,8 +29,24 @@ static C_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/c");
 static GUEST_WIT: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/wit");
 /// The newest contract, which Go and C checks are built for directly.
 static CONTRACT: &str = include_str!("../../../../wit/v0.2/preflight.wit");
-/// Where a Rust project takes `preflight-guest` from when `--sdk` is not given.
-const REPOSITORY: &str = env!("CARGO_PKG_REPOSITORY");
+/// The Rust SDK's sources (`preflight-guest`) and those of the object-identity crate it uses.
+static RUST_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/src");
+static IDENTITY_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/identity/src");
+/// The manifests of the copied Rust SDK: the workspace's settings written out, since the copy has none.
+const RUST_SDK_MANIFEST: &str = concat!(
+    "[package]\nname = \"preflight-guest\"\nversion = \"",
+    env!("CARGO_PKG_VERSION"),
+    "\"\nedition = \"2024\"\nlicense = \"Apache-2.0\"\npublish = false\n\n[dependencies]\n\
+     wit-bindgen = { version = \"0.61\", default-features = false, features = [\"macros\", \"realloc\"] }\n\
+     serde = { version = \"1\", features = [\"derive\"] }\nserde_json = \"1\"\n\
+     preflight-object-identity = { path = \"identity\" }\n\n\
+     [target.'cfg(target_arch = \"wasm32\")'.dependencies]\nwasip2 = \"1\"\n"
+);
+const IDENTITY_MANIFEST: &str = concat!(
+    "[package]\nname = \"preflight-object-identity\"\nversion = \"",
+    env!("CARGO_PKG_VERSION"),
+    "\"\nedition = \"2024\"\nlicense = \"Apache-2.0\"\npublish = false\n\n[dependencies]\nserde_json = \"1\"\n"
+);
 
 /// A guest language `preflight scaffold` can create a project in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -85,16 +103,23 @@ pub fn scaffold(args: ScaffoldArgs) -> Result<(), Problem> {
                     checkout.display()
                 )));
             }
-            let absolute = std::path::absolute(&crate_dir).unwrap_or(crate_dir);
-            format!("{{ path = {:?} }}", absolute.display().to_string())
+            format!(
+                "{{ path = {:?} }}",
+                relative_to(directory, &crate_dir).display().to_string()
+            )
         }
-        None => format!(
-            "{{ git = {REPOSITORY:?}, tag = \"v{}\" }}",
-            env!("CARGO_PKG_VERSION")
-        ),
+        None => "{ path = \"preflight-sdk/guest-sdk\" }".to_owned(),
     };
+    // How a build script finds a tool the preflight repository's setup installed (one copy for every
+    // language's build.sh).
+    let find_tool = TEMPLATES
+        .get_file("find-tool.sh")
+        .and_then(|file| file.contents_utf8())
+        .expect("the find-tool fragment is text")
+        .trim_end();
     let fill = |text: &str| {
-        text.replace("{{name}}", name)
+        text.replace("{{find_tool}}", find_tool)
+            .replace("{{name}}", name)
             .replace("{{crate}}", &name.replace('-', "_"))
             .replace("{{preflight_guest}}", &sdk)
     };
@@ -109,6 +134,24 @@ pub fn scaffold(args: ScaffoldArgs) -> Result<(), Problem> {
         .expect("the fixtures template is text");
     write(&directory.join("fixtures.yaml"), fill(fixtures).as_bytes())?;
     match language {
+        Language::Rust if args.sdk.is_none() => {
+            let sdk = directory.join("preflight-sdk");
+            write_dir(&RUST_SDK, &sdk.join("guest-sdk/src"), &str::to_owned)?;
+            write(
+                &sdk.join("guest-sdk/Cargo.toml"),
+                RUST_SDK_MANIFEST.as_bytes(),
+            )?;
+            write_dir(
+                &IDENTITY_SDK,
+                &sdk.join("guest-sdk/identity/src"),
+                &str::to_owned,
+            )?;
+            write(
+                &sdk.join("guest-sdk/identity/Cargo.toml"),
+                IDENTITY_MANIFEST.as_bytes(),
+            )?;
+            write(&sdk.join("wit/v0.2/preflight.wit"), CONTRACT.as_bytes())?;
+        }
         Language::Rust => {}
         Language::Python => {
             write_dir(&PYTHON_SDK, &directory.join("preflight"), &str::to_owned)?;
@@ -145,6 +188,25 @@ pub fn scaffold(args: ScaffoldArgs) -> Result<(), Problem> {
 
 /// Lowercase letters, digits and `-`, starting with a letter: a valid crate, Go module, npm package and
 /// ConfigMap name alike.
+/// `path` as seen from `from` (both made absolute): `../preflight/guest-sdk`, so that a project and the
+/// checkout it depends on can move together.
+fn relative_to(from: &Path, path: &Path) -> std::path::PathBuf {
+    let (Ok(from), Ok(path)) = (std::path::absolute(from), std::path::absolute(path)) else {
+        return path.to_owned();
+    };
+    let common = from
+        .components()
+        .zip(path.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut relative = std::path::PathBuf::new();
+    for _ in from.components().skip(common) {
+        relative.push("..");
+    }
+    relative.extend(path.components().skip(common));
+    relative
+}
+
 fn valid_name(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_lowercase())
         && name

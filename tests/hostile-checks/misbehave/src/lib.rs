@@ -16,6 +16,8 @@ pub struct Config {
     /// `fetch`: the URLs to GET, in order; the message lists each answer (`200 <body>`) or error, then
     /// the lookup's answer when `lookup` is given.
     urls: Vec<String>,
+    /// `fetch`: request headers to send with each URL, as `[name, value]` pairs.
+    headers: Vec<[String; 2]>,
     /// `lookup` (and `fetch`): `apiVersion`, `kind`, namespace (empty: the object's) and name to get.
     lookup: Vec<String>,
     /// Size of the message of `huge-result`, in bytes (10 MiB when absent).
@@ -75,18 +77,26 @@ pub fn check(request: Request<serde_json::Value, Config>) -> Outcome {
         }
         "exit" => std::process::exit(3),
         "fetch" => {
+            let headers: Vec<(&str, &str)> = request
+                .config
+                .headers
+                .iter()
+                .map(|[name, value]| (name.as_str(), value.as_str()))
+                .collect();
             let answers: Vec<String> = request
                 .config
                 .urls
                 .iter()
-                .map(|url| match preflight_guest::http::get(url) {
-                    Ok(response) => format!(
-                        "{} {}",
-                        response.status,
-                        String::from_utf8_lossy(&response.body)
-                    ),
-                    Err(error) => format!("error: {error}"),
-                })
+                .map(
+                    |url| match preflight_guest::http::get_with_headers(url, &headers) {
+                        Ok(response) => format!(
+                            "{} {}",
+                            response.status,
+                            String::from_utf8_lossy(&response.body)
+                        ),
+                        Err(error) => format!("error: {error}"),
+                    },
+                )
                 .collect();
             let mut message = answers.join(" | ");
             if !request.config.lookup.is_empty() {
