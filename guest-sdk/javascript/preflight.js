@@ -123,7 +123,8 @@ export function exports(check, validate) {
         } catch (problem) {
           return Outcome.error(`invalid check configuration: ${problem.message}`).because("InvalidConfig").toResult();
         }
-        const seconds = Number(request.now.seconds) + request.now.nanoseconds / 1e9;
+        // The host's clock as whole milliseconds since the Unix epoch (every SDK's `now` in one unit).
+        const nowMs = Number(request.now.seconds) * 1000 + Math.floor(request.now.nanoseconds / 1e6);
         let outcome;
         try {
           outcome = check({
@@ -131,7 +132,8 @@ export function exports(check, validate) {
             rawObject: request.object,
             config,
             target: request.target,
-            now: new Date(seconds * 1000),
+            now: new Date(nowMs),
+            nowMs,
           });
         } catch (problem) {
           outcome =

@@ -57,8 +57,11 @@ class Request:
         self.object = json.loads(request.object)
         self.config = config
         self.target = Target(request.target)
-        self.now = datetime.datetime.fromtimestamp(
-            request.now.seconds + request.now.nanoseconds / 1e9, tz=datetime.timezone.utc)
+        # The host's clock as whole milliseconds since the Unix epoch (every SDK's `now` in one unit, exact),
+        # and as an aware datetime with the microseconds the host gave (no float rounding on the way).
+        self.now_ms = request.now.seconds * 1000 + request.now.nanoseconds // 1_000_000
+        self.now = datetime.datetime.fromtimestamp(request.now.seconds, tz=datetime.timezone.utc) + \
+            datetime.timedelta(microseconds=request.now.nanoseconds // 1000)
 
 
 class Outcome:

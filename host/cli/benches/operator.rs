@@ -9,7 +9,7 @@
 //! `BENCH_OPERATOR_LOG` the operator's `RUST_LOG`).
 
 mod child_operator;
-#[path = "../../operator/tests/operator_support/mod.rs"]
+#[path = "../../operator/tests/all/operator_support/mod.rs"]
 mod operator_support;
 
 use child_operator::ChildOperator;

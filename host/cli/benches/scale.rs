@@ -16,7 +16,7 @@
 //! Run: `cargo bench -p preflight --bench scale` (`BENCH_OBJECTS`, `BENCH_CHECKS` change the counts).
 
 mod child_operator;
-#[path = "../../operator/tests/operator_support/mod.rs"]
+#[path = "../../operator/tests/all/operator_support/mod.rs"]
 mod operator_support;
 
 use child_operator::ChildOperator;

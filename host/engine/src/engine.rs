@@ -1,21 +1,25 @@
 //! The engine: validates and compiles checks (once per digest), and runs each evaluation in a fresh
 //! instance from a pooling allocator, under a time, memory and result-size budget.
 
+use crate::bindings::same_minor;
 use crate::bindings::{v0_1, v0_2};
 use crate::check::{Check, Contract};
 use crate::cluster::Grants;
 use crate::digest::Digest;
 use crate::disk_cache::DiskCache;
-use crate::error::Error;
-use crate::guest_state::{GuestState, LOG_BYTES_CAP, MemoryLimitExceeded, TableLimitExceeded};
+use crate::error::{ComponentProblem, Error};
+use crate::failure::{DeadlineExceeded, classify, hostcall_budget, within};
+use crate::guest_state::GuestState;
 use crate::imports;
+use crate::instance::Bound;
 use crate::limits::{Isolation, Limits};
-use crate::outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
+use crate::outcome::{Evaluation, Failure, FailureKind};
 use crate::projection::Projection;
 use crate::request::Request;
+use crate::result::verdict_of;
 use crate::reuse::{Warm, WarmKey, WarmPool};
-use crate::validate::{self, Interface, same_minor};
-use std::collections::{BTreeMap, HashMap};
+use crate::validate::{self, Interface};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -24,21 +28,11 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{
-    Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
-    UpdateDeadline,
+    Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline,
 };
 
 /// Most core module instances one check may have.
 const MAX_CORE_INSTANCES_PER_CHECK: u32 = 64;
-/// Longest condition reason Kubernetes accepts.
-const MAX_REASON_LEN: usize = 1024;
-/// Most outputs one result may carry.
-const MAX_OUTPUTS: usize = 16;
-/// Most bytes of output keys and values in one result.
-const MAX_OUTPUT_BYTES: usize = 4 << 10;
-/// Longest output key (a Kubernetes label name's length).
-const MAX_OUTPUT_KEY_LEN: usize = 63;
-
 /// How the engine is sized. The defaults fit an operator on a small node.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -81,27 +75,6 @@ pub struct Engine {
     compiling: Mutex<HashMap<Digest, Arc<Mutex<()>>>>,
     disk: Option<DiskCache>,
     _ticker: EpochTicker,
-}
-
-/// The check ran out of time. Raised from the epoch callback, so it traps the guest.
-#[derive(Debug, thiserror::Error)]
-#[error("the check ran longer than its {0:?} time limit")]
-struct DeadlineExceeded(Duration);
-
-/// `run`, cut off at `deadline` (the epoch callback only fires while wasm runs; this also ends host calls,
-/// and dropping the future unwinds the guest's stack and frees its slot).
-async fn within<T>(
-    deadline: Instant,
-    limits: &Limits,
-    run: impl Future<Output = wasmtime::Result<T>>,
-) -> wasmtime::Result<T> {
-    tokio::time::timeout_at(deadline.into(), run)
-        .await
-        .unwrap_or_else(|_| {
-            Err(wasmtime::Error::new(DeadlineExceeded(
-                limits.effective_timeout(),
-            )))
-        })
 }
 
 /// Whether the pooling allocator may reset memory with Linux's `PAGEMAP_SCAN`, given the text of
@@ -186,10 +159,10 @@ impl Engine {
             .concurrency_support(false)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine =
-            wasmtime::Engine::new(&wasm).map_err(|error| Error::Engine(format!("{error:#}")))?;
+        let engine = wasmtime::Engine::new(&wasm)
+            .map_err(|error| Error::engine("its configuration", error))?;
         let mut linker = Linker::new(&engine);
-        imports::link(&mut linker).map_err(|error| Error::Engine(format!("{error:#}")))?;
+        imports::link(&mut linker).map_err(|error| Error::engine("linking the imports", error))?;
         let disk = config
             .cache_dir
             .as_deref()
@@ -237,12 +210,18 @@ impl Engine {
         // After compiling: bytes that are not a component at all are told so, not that a section is unreadable.
         let projection = Projection::declared_in(bytes)?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|error| {
-            Error::InvalidComponent(format!("its imports do not match the host's: {error:#}"))
+            Error::invalid_because(
+                ComponentProblem::Imports,
+                "its imports do not match the host's",
+                error,
+            )
         })?;
         let mismatch = |error: wasmtime::Error| {
-            Error::InvalidComponent(format!(
-                "its exports do not match preflight:check@{contract_version}: {error:#}"
-            ))
+            Error::invalid_because(
+                ComponentProblem::Contract,
+                &format!("its exports do not match preflight:check@{contract_version}"),
+                error,
+            )
         };
         let contract = if same_minor(&contract_version, v0_1::CONTRACT_VERSION) {
             Contract::V0_1(v0_1::PreflightCheckPre::new(instance_pre).map_err(mismatch)?)
@@ -252,11 +231,14 @@ impl Engine {
                 component.get_export_index(Some(&configure), v0_2::VALIDATE_CONFIG_FUNCTION)
             });
             if configure.is_some() && validate_config.is_none() {
-                return Err(Error::InvalidComponent(format!(
-                    "its {} export has no `{}` function",
-                    v0_2::CONFIGURE_EXPORT,
-                    v0_2::VALIDATE_CONFIG_FUNCTION
-                )));
+                return Err(Error::invalid(
+                    ComponentProblem::Contract,
+                    format!(
+                        "its {} export has no `{}` function",
+                        v0_2::CONFIGURE_EXPORT,
+                        v0_2::VALIDATE_CONFIG_FUNCTION
+                    ),
+                ));
             }
             Contract::V0_2 {
                 pre: v0_2::PreflightCheckPre::new(instance_pre).map_err(mismatch)?,
@@ -474,8 +456,9 @@ impl Engine {
         {
             return Ok(component);
         }
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|error| Error::InvalidComponent(format!("it does not compile: {error:#}")))?;
+        let component = Component::new(&self.engine, bytes).map_err(|error| {
+            Error::invalid_because(ComponentProblem::Compile, "it does not compile", error)
+        })?;
         if let Some(disk) = &self.disk {
             disk.store(digest, &component);
         }
@@ -495,293 +478,6 @@ impl Engine {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-/// A request in the bindings of contract module `$version` (the records are the same in every version so
-/// far; each version's bindings have their own types).
-macro_rules! wit_request {
-    ($version:ident, $request:expr) => {{
-        let request: &Request = $request;
-        let since_epoch = request
-            .now
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        $version::CheckRequest {
-            object: request.object.clone(),
-            config: request.config.clone(),
-            target: $version::Target {
-                group: request.target.group.clone(),
-                version: request.target.version.clone(),
-                kind: request.target.kind.clone(),
-                namespace: request.target.namespace.clone(),
-                name: request.target.name.clone(),
-            },
-            now: $version::Datetime {
-                seconds: since_epoch.as_secs(),
-                nanoseconds: since_epoch.subsec_nanos(),
-            },
-        }
-    }};
-}
-
-/// A check's instance, through the bindings of its contract version.
-pub(crate) enum Bound {
-    V0_1(v0_1::PreflightCheck),
-    V0_2(v0_2::PreflightCheck),
-}
-
-impl Bound {
-    /// Instantiates the check in `store`.
-    async fn instantiate(
-        contract: &Contract,
-        store: &mut Store<GuestState>,
-    ) -> wasmtime::Result<Self> {
-        Ok(match contract {
-            Contract::V0_1(pre) => Self::V0_1(pre.instantiate_async(store).await?),
-            Contract::V0_2 { pre, .. } => Self::V0_2(pre.instantiate_async(store).await?),
-        })
-    }
-
-    /// Calls the check's `evaluate.check` on `request`.
-    async fn call(
-        &self,
-        store: &mut Store<GuestState>,
-        request: &Request,
-    ) -> wasmtime::Result<RawResult> {
-        Ok(match self {
-            Self::V0_1(instance) => instance
-                .preflight_check_evaluate()
-                .call_check(store, &wit_request!(v0_1, request))
-                .await?
-                .into(),
-            Self::V0_2(instance) => instance
-                .preflight_check_evaluate()
-                .call_check(store, &wit_request!(v0_2, request))
-                .await?
-                .into(),
-        })
-    }
-}
-
-/// A check's result in any contract version: a 0.1 result has no outputs.
-struct RawResult {
-    proceed: bool,
-    requeue_after_ms: Option<u32>,
-    error: Option<String>,
-    reason: String,
-    message: String,
-    outputs: Vec<(String, String)>,
-}
-
-impl From<v0_1::PreflightResult> for RawResult {
-    fn from(result: v0_1::PreflightResult) -> Self {
-        Self {
-            proceed: result.proceed,
-            requeue_after_ms: result.requeue_after_ms,
-            error: result.error,
-            reason: result.reason,
-            message: result.message,
-            outputs: Vec::new(),
-        }
-    }
-}
-
-impl From<v0_2::PreflightResult> for RawResult {
-    fn from(result: v0_2::PreflightResult) -> Self {
-        Self {
-            proceed: result.proceed,
-            requeue_after_ms: result.requeue_after_ms,
-            error: result.error,
-            reason: result.reason,
-            message: result.message,
-            outputs: result
-                .outputs
-                .into_iter()
-                .map(|output| (output.key, output.value))
-                .collect(),
-        }
-    }
-}
-
-/// Checks a returned result against the contract and turns it into a verdict or a failure.
-fn verdict_of(result: RawResult, limits: &Limits) -> CheckOutcome {
-    let RawResult {
-        proceed,
-        requeue_after_ms,
-        error,
-        reason,
-        message,
-        outputs,
-    } = result;
-    let size = reason.len() + message.len() + error.as_ref().map_or(0, String::len);
-    if size > limits.max_result_bytes {
-        return Err(Failure::new(
-            FailureKind::InvalidResult,
-            format!(
-                "the check returned {size} bytes of reason, message and error; the limit is {}",
-                limits.max_result_bytes
-            ),
-        ));
-    }
-    if !is_valid_reason(&reason) {
-        let shown: String = reason.chars().take(64).collect();
-        return Err(Failure::new(
-            FailureKind::InvalidResult,
-            format!(
-                "reason {shown:?} is not a valid condition reason: start with a letter, then letters, digits, \
-                 '_', ',' or ':' (UpperCamelCase, at most {MAX_REASON_LEN} characters)"
-            ),
-        ));
-    }
-    if let Some(error) = error {
-        if proceed {
-            return Err(Failure::new(
-                FailureKind::InvalidResult,
-                format!("the check both proceeded and returned an error ({error})"),
-            ));
-        }
-        let reason = if reason.is_empty() {
-            FailureKind::CheckError.default_reason().to_owned()
-        } else {
-            reason
-        };
-        return Err(Failure {
-            kind: FailureKind::CheckError,
-            reason,
-            message: error,
-        });
-    }
-    let outputs = outputs_of(outputs)?;
-    let requeue_after = requeue_after_ms
-        .filter(|ms| *ms > 0)
-        .map(|ms| Duration::from_millis(ms.into()));
-    Ok(Verdict {
-        proceed,
-        requeue_after,
-        reason,
-        message,
-        outputs,
-    })
-}
-
-/// Checks a result's outputs against the contract's caps: at most [`MAX_OUTPUTS`], unique keys of letters,
-/// digits, `-`, `_` and `.` up to [`MAX_OUTPUT_KEY_LEN`], [`MAX_OUTPUT_BYTES`] in all.
-fn outputs_of(outputs: Vec<(String, String)>) -> Result<BTreeMap<String, String>, Failure> {
-    let invalid = |why: String| Err(Failure::new(FailureKind::InvalidResult, why));
-    if outputs.len() > MAX_OUTPUTS {
-        return invalid(format!(
-            "the check returned {} outputs; the limit is {MAX_OUTPUTS}",
-            outputs.len()
-        ));
-    }
-    let bytes: usize = outputs
-        .iter()
-        .map(|(key, value)| key.len() + value.len())
-        .sum();
-    if bytes > MAX_OUTPUT_BYTES {
-        return invalid(format!(
-            "the check returned {bytes} bytes of outputs; the limit is {MAX_OUTPUT_BYTES}"
-        ));
-    }
-    let mut map = BTreeMap::new();
-    for (key, value) in outputs {
-        let valid_key = !key.is_empty()
-            && key.len() <= MAX_OUTPUT_KEY_LEN
-            && key
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-        if !valid_key {
-            let shown: String = key.chars().take(MAX_OUTPUT_KEY_LEN + 1).collect();
-            return invalid(format!(
-                "output key {shown:?} is not valid: 1 to {MAX_OUTPUT_KEY_LEN} letters, digits, '-', '_' or '.'"
-            ));
-        }
-        if map.contains_key(&key) {
-            return invalid(format!("output key {key:?} appears twice"));
-        }
-        map.insert(key, value);
-    }
-    Ok(map)
-}
-
-/// Empty, or a Kubernetes condition reason: `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, at most 1024 bytes.
-fn is_valid_reason(reason: &str) -> bool {
-    let bytes = reason.as_bytes();
-    let inner = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':');
-    match bytes {
-        [] => true,
-        [first, rest @ ..] => {
-            reason.len() <= MAX_REASON_LEN
-                && first.is_ascii_alphabetic()
-                && rest.iter().all(inner)
-                && rest
-                    .last()
-                    .is_none_or(|b| b.is_ascii_alphanumeric() || *b == b'_')
-        }
-    }
-}
-
-/// How many bytes a check may pass to the host in one call (its result, a log line, a write to stderr):
-/// wasmtime copies them into host memory before the host sees them, so this bounds what a huge result costs
-/// the host. Above the result cap, so that a result just over it is refused with its exact size.
-fn hostcall_budget(limits: &Limits) -> usize {
-    limits
-        .max_result_bytes
-        .saturating_mul(2)
-        .max(LOG_BYTES_CAP)
-        .saturating_add(HOSTCALL_OVERHEAD_BYTES)
-}
-
-/// Room in the host-call budget for what is not text: the record's fields, lengths and alignment.
-const HOSTCALL_OVERHEAD_BYTES: usize = 4 << 10;
-
-/// How wasmtime says that a guest passed more than the host-call budget (its error type is private).
-const HOSTCALL_BUDGET_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
-
-/// Names what stopped a check: its time, its memory, an oversized result, or a trap (quoting the last error
-/// it logged and the end of its stderr, where language runtimes print panics).
-fn classify(error: &wasmtime::Error, state: &GuestState, limits: &Limits) -> Failure {
-    if let Some(deadline) = error.downcast_ref::<DeadlineExceeded>() {
-        return Failure::new(FailureKind::Timeout, deadline.to_string());
-    }
-    if error
-        .chain()
-        .any(|cause| cause.to_string().contains(HOSTCALL_BUDGET_EXHAUSTED))
-    {
-        return Failure::new(
-            FailureKind::InvalidResult,
-            format!(
-                "the check passed more than {} bytes to the host in one call (its result or a log \
-                 line), refused before the copy; the limit is {} bytes of reason, message and error",
-                hostcall_budget(limits),
-                limits.max_result_bytes
-            ),
-        );
-    }
-    if let Some(memory) = error.downcast_ref::<MemoryLimitExceeded>() {
-        return Failure::new(FailureKind::MemoryLimit, memory.to_string());
-    }
-    if let Some(table) = error.downcast_ref::<TableLimitExceeded>() {
-        return Failure::new(FailureKind::MemoryLimit, table.to_string());
-    }
-    let what = if let Some(trap) = error.downcast_ref::<Trap>() {
-        format!("the check trapped: {trap}")
-    } else if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
-        format!(
-            "the check exited with status {} instead of returning a result",
-            exit.0
-        )
-    } else {
-        format!("the check failed: {error:#}")
-    };
-    let mut message = what;
-    if let Some(line) = state.last_error_line() {
-        message += &format!("; it last logged: {line}");
-    }
-    if let Some(stderr) = state.stderr.text() {
-        message += &format!("; its stderr ended with: {stderr}");
-    }
-    Failure::new(FailureKind::Trap, message)
 }
 
 /// Advances the engine's epoch on a dedicated thread, so that timeouts fire even when every async worker
@@ -836,115 +532,5 @@ mod tests {
                 "{swaps:?}"
             );
         }
-    }
-
-    fn result(
-        proceed: bool,
-        requeue_after_ms: Option<u32>,
-        error: Option<&str>,
-        reason: &str,
-    ) -> RawResult {
-        RawResult {
-            proceed,
-            requeue_after_ms,
-            error: error.map(Into::into),
-            reason: reason.into(),
-            message: "m".into(),
-            outputs: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn outputs_are_checked_against_their_caps() {
-        let limits = Limits::default();
-        let with = |outputs: Vec<(String, String)>| {
-            verdict_of(
-                RawResult {
-                    outputs,
-                    ..result(true, None, None, "")
-                },
-                &limits,
-            )
-        };
-        let pair = |key: &str, value: &str| (key.to_owned(), value.to_owned());
-        let verdict = with(vec![pair("databaseId", "db-42"), pair("region.name", "eu")]).unwrap();
-        assert_eq!(verdict.outputs["databaseId"], "db-42");
-        assert_eq!(verdict.outputs.len(), 2);
-        let refusal = |outputs| with(outputs).unwrap_err();
-        for (outputs, why) in [
-            (vec![pair("a b", "x")], "not valid"),
-            (vec![pair("", "x")], "not valid"),
-            (vec![pair(&"k".repeat(64), "x")], "not valid"),
-            (vec![pair("k", "1"), pair("k", "2")], "appears twice"),
-            (
-                (0..17).map(|i| pair(&format!("k{i}"), "")).collect(),
-                "17 outputs",
-            ),
-            (vec![pair("k", &"v".repeat(5000))], "bytes of outputs"),
-        ] {
-            let failure = refusal(outputs);
-            assert_eq!(failure.kind, FailureKind::InvalidResult);
-            assert!(failure.message.contains(why), "{}", failure.message);
-        }
-    }
-
-    #[test]
-    fn condition_reasons_follow_the_kubernetes_pattern() {
-        for good in ["", "A", "DependencyMissing", "Not_Ready", "a:b,c_", "X1"] {
-            assert!(is_valid_reason(good), "{good}");
-        }
-        for bad in [
-            "1Abc",
-            "Has Space",
-            "Trailing:",
-            "Trailing,",
-            "émoji",
-            &"A".repeat(1025),
-        ] {
-            assert!(!is_valid_reason(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn results_are_checked_against_the_contract() {
-        let limits = Limits::default();
-        let verdict = verdict_of(result(false, Some(1500), None, "Waiting"), &limits).unwrap();
-        assert_eq!(verdict.requeue_after, Some(Duration::from_millis(1500)));
-        assert_eq!(
-            verdict_of(result(false, Some(0), None, ""), &limits)
-                .unwrap()
-                .requeue_after,
-            None
-        );
-
-        let error = verdict_of(result(false, None, Some("db down"), ""), &limits).unwrap_err();
-        assert_eq!(
-            (error.kind, error.reason.as_str(), error.message.as_str()),
-            (FailureKind::CheckError, "CheckError", "db down")
-        );
-        let error =
-            verdict_of(result(false, None, Some("db down"), "DbDown"), &limits).unwrap_err();
-        assert_eq!(error.reason, "DbDown");
-
-        let contradiction = verdict_of(result(true, None, Some("x"), ""), &limits).unwrap_err();
-        assert_eq!(contradiction.kind, FailureKind::InvalidResult);
-        assert_eq!(
-            verdict_of(result(true, None, None, "not a reason"), &limits)
-                .unwrap_err()
-                .kind,
-            FailureKind::InvalidResult
-        );
-
-        let small = Limits {
-            max_result_bytes: 10,
-            ..Limits::default()
-        };
-        let too_big = verdict_of(result(true, None, None, "ElevenChars"), &small).unwrap_err();
-        assert_eq!(too_big.kind, FailureKind::InvalidResult);
-        assert!(
-            too_big.message.contains("limit is 10"),
-            "{}",
-            too_big.message
-        );
     }
 }

@@ -5,10 +5,9 @@
 use crate::bindings::{v0_1, v0_2};
 use crate::cluster::{Grants, ObjectKind};
 use crate::outbound_http::OutboundHttp;
-use crate::outcome::{CheckOutcome, Evaluation};
+use crate::outcome::{CheckOutcome, Evaluation, LogLevel, LogLine};
 use crate::request::Target;
 use crate::stderr_tail::StderrTail;
-use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 use wasmtime::component::ResourceTable;
@@ -19,42 +18,6 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 pub(crate) const LOG_BYTES_CAP: usize = 16 << 10;
 /// Largest table a check may grow (elements).
 const TABLE_ELEMENTS_CAP: usize = 100_000;
-
-/// Severity of a check's log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
-    /// Trace.
-    Trace,
-    /// Debug.
-    Debug,
-    /// Info.
-    Info,
-    /// Warn.
-    Warn,
-    /// Error.
-    Error,
-}
-
-impl fmt::Display for LogLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Trace => "trace",
-            Self::Debug => "debug",
-            Self::Info => "info",
-            Self::Warn => "warn",
-            Self::Error => "error",
-        })
-    }
-}
-
-/// A line a check logged.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogLine {
-    /// Severity.
-    pub level: LogLevel,
-    /// Text.
-    pub message: String,
-}
 
 /// The check asked for more memory than its budget. Raised from the limiter, so it traps the guest.
 #[derive(Debug, thiserror::Error)]

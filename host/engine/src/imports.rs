@@ -8,9 +8,9 @@
 //! import whatever the check does and which grant nothing: no preopened directory, no network. A 0.1
 //! check is refused all four, as it always was. No ambient authority either way.
 
+use crate::bindings::{minor, same_minor};
 use crate::bindings::{v0_1, v0_2};
 use crate::guest_state::GuestState;
-use crate::validate::{minor, same_minor};
 use wasmtime::component::{HasSelf, Linker};
 
 /// Interfaces of contract 0.1 the host provides, at any `0.1.x`.

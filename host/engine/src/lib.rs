@@ -22,16 +22,19 @@ mod digest;
 mod disk_cache;
 mod engine;
 mod error;
+mod failure;
 mod guest_state;
 mod http_cache;
 mod http_policy;
 mod imports;
+mod instance;
 mod limits;
 pub mod measure;
 mod outbound_http;
 mod outcome;
 mod projection;
 mod request;
+mod result;
 mod reuse;
 mod stderr_tail;
 mod validate;
@@ -40,14 +43,13 @@ pub use check::{Check, CheckInfo};
 pub use cluster::{ClusterLookup, GrantHolder, Grants, LookupFuture, ObjectKind};
 pub use digest::Digest;
 pub use engine::{Engine, EngineConfig};
-pub use error::Error;
-pub use guest_state::{LogLevel, LogLine};
+pub use error::{Cause, ComponentProblem, Error};
 pub use http_policy::{
     HttpPolicy, InjectedHeader, UrlPattern, forbidden_address, normalize_path, private_address,
 };
 pub use limits::{Isolation, Limits, parse_size};
 pub use outbound_http::HttpGrant;
-pub use outcome::{CheckOutcome, Evaluation, Failure, FailureKind, Verdict};
+pub use outcome::{CheckOutcome, Evaluation, Failure, FailureKind, LogLevel, LogLine, Verdict};
 pub use projection::{Projection, READS_SECTION};
 pub use request::{Request, Target};
 pub mod action;
@@ -59,9 +61,9 @@ pub const WASMTIME_VERSION: &str = "48.0.8";
 /// The contract versions this engine serves, as `major.minor.x`: a check built against any patch release
 /// of one of them is accepted when it imports nothing the host lacks.
 pub fn contract_versions() -> Vec<String> {
-    validate::SERVED_CONTRACTS
+    bindings::SERVED_CONTRACTS
         .iter()
-        .map(|version| format!("{}.x", validate::minor(version)))
+        .map(|version| format!("{}.x", bindings::minor(version)))
         .collect()
 }
 

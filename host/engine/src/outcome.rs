@@ -1,6 +1,5 @@
 //! What an evaluation produced: the check's verdict, or a classified failure.
 
-use crate::guest_state::LogLine;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
@@ -139,4 +138,40 @@ pub struct Evaluation {
     /// Outbound requests and lookups the host refused or could not complete, each naming its destination
     /// (the check itself sees only an error code).
     pub refusals: Vec<String>,
+}
+
+/// Severity of a check's log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Trace.
+    Trace,
+    /// Debug.
+    Debug,
+    /// Info.
+    Info,
+    /// Warn.
+    Warn,
+    /// Error.
+    Error,
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Trace => "trace",
+            Self::Debug => "debug",
+            Self::Info => "info",
+            Self::Warn => "warn",
+            Self::Error => "error",
+        })
+    }
+}
+
+/// A line a check logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Severity.
+    pub level: LogLevel,
+    /// Text.
+    pub message: String,
 }

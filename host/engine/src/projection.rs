@@ -9,7 +9,7 @@
 //! item and keeps the list's length; one that meets a scalar keeps the scalar, so the check sees what is
 //! there rather than a field that is absent. The object's identity is always sent.
 
-use crate::error::Error;
+use crate::error::{ComponentProblem, Error};
 use serde_json::{Map, Value};
 
 /// The name of the custom section holding a check's declared paths.
@@ -69,7 +69,10 @@ impl Projection {
     /// object instead would hide the author's mistake.
     pub fn declared_in(component: &[u8]) -> Result<Option<Self>, Error> {
         let invalid = |problem: String| {
-            Error::InvalidComponent(format!("its `{READS_SECTION}` section: {problem}"))
+            Error::invalid(
+                ComponentProblem::ReadsSection,
+                format!("its `{READS_SECTION}` section: {problem}"),
+            )
         };
         let mut declared = Vec::new();
         let mut found = false;

@@ -8,8 +8,8 @@
 
 use crate::cluster::GrantHolder;
 use crate::digest::Digest;
-use crate::engine::Bound;
 use crate::guest_state::GuestState;
+use crate::instance::Bound;
 use crate::request::Request;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -1,7 +1,7 @@
 //! Is this a preflight check? Precise answers for bytes that are not one, before and after compiling.
 
-use crate::bindings::{v0_1, v0_2};
-use crate::error::Error;
+use crate::bindings::{SERVED_CONTRACTS, minor, same_minor, v0_2};
+use crate::error::{ComponentProblem, Error};
 use crate::imports::is_provided;
 use wasmtime::component::types::ComponentItem;
 
@@ -14,12 +14,10 @@ const COMPONENT_LAYER: [u8; 2] = [1, 0];
 const EVALUATE_INTERFACE: &str = "preflight:check/evaluate";
 /// The function inside it.
 const CHECK_FUNCTION: &str = "check";
-/// The contract versions served, oldest first: a check of any patch release of one of them is accepted.
-pub(crate) const SERVED_CONTRACTS: [&str; 2] = [v0_1::CONTRACT_VERSION, v0_2::CONTRACT_VERSION];
 
 /// Rejects bytes that are not a WebAssembly component, naming what they are instead.
 pub(crate) fn check_header(bytes: &[u8]) -> Result<(), Error> {
-    let invalid = |message: String| Err(Error::InvalidComponent(message));
+    let invalid = |message: String| Err(Error::invalid(ComponentProblem::Encoding, message));
     if bytes.len() < 8 || &bytes[..4] != WASM_MAGIC {
         let start = &bytes[..bytes.len().min(8)];
         return invalid(format!(
@@ -82,28 +80,33 @@ impl Interface {
             .filter(|name| !is_provided(name, version))
             .collect();
         if !unsupported.is_empty() {
-            return Err(Error::InvalidComponent(format!(
-                "it imports what the host does not provide to a {version} check: {}. Checks get no \
+            return Err(Error::invalid(
+                ComponentProblem::Imports,
+                format!(
+                    "it imports what the host does not provide to a {version} check: {}. Checks get no \
                  filesystem, sockets or environment: they log through preflight:check/log and get the \
                  object and time in the request; from contract 0.2 they may look up objects through \
                  preflight:check/cluster and send HTTP through wasi:http, where their ConfigMap grants \
                  it; an interface of a newer patch release needs a newer host",
-                unsupported.join(", ")
-            )));
+                    unsupported.join(", ")
+                ),
+            ));
         }
         let component_type = component.component_type();
         let Some(ComponentItem::ComponentInstance(evaluate)) = component_type
             .get_export(engine, evaluate_export)
             .map(|export| export.ty)
         else {
-            return Err(Error::InvalidComponent(format!(
-                "its {evaluate_export} export is not an interface"
-            )));
+            return Err(Error::invalid(
+                ComponentProblem::Contract,
+                format!("its {evaluate_export} export is not an interface"),
+            ));
         };
         if evaluate.get_export(engine, CHECK_FUNCTION).is_none() {
-            return Err(Error::InvalidComponent(format!(
-                "its {evaluate_export} export has no `{CHECK_FUNCTION}` function"
-            )));
+            return Err(Error::invalid(
+                ComponentProblem::Contract,
+                format!("its {evaluate_export} export has no `{CHECK_FUNCTION}` function"),
+            ));
         }
         Ok(version.to_owned())
     }
@@ -123,22 +126,28 @@ impl Interface {
             {
                 Ok((name, version))
             }
-            Some((_, version)) => Err(Error::InvalidComponent(format!(
-                "it is built for contract preflight:check@{version}; this host serves {}. Build the \
+            Some((_, version)) => Err(Error::invalid(
+                ComponentProblem::Contract,
+                format!(
+                    "it is built for contract preflight:check@{version}; this host serves {}. Build the \
                  check against one of those or run a host that serves {version}",
-                served_contracts()
-            ))),
+                    served_contracts()
+                ),
+            )),
             None => {
                 let exports = if self.exports.is_empty() {
                     "nothing".to_owned()
                 } else {
                     self.exports.join(", ")
                 };
-                Err(Error::InvalidComponent(format!(
-                    "it does not export {} (it exports {exports}): is it built for the \
+                Err(Error::invalid(
+                    ComponentProblem::Contract,
+                    format!(
+                        "it does not export {} (it exports {exports}): is it built for the \
                      preflight:check/preflight-check world?",
-                    v0_2::EVALUATE_EXPORT
-                )))
+                        v0_2::EVALUATE_EXPORT
+                    ),
+                ))
             }
         }
     }
@@ -153,17 +162,6 @@ pub(crate) fn served_contracts() -> String {
         .join(", ")
 }
 
-/// `major.minor` of a version (`0.1` of `0.1.7`).
-pub(crate) fn minor(version: &str) -> String {
-    version.split('.').take(2).collect::<Vec<_>>().join(".")
-}
-
-/// Whether two versions share `major.minor`: the semver rule for `0.x` versions, under which a host of
-/// `0.1.0` serves a check of `0.1.7` (patch releases only add interfaces; imports are checked on their own).
-pub(crate) fn same_minor(version: &str, other: &str) -> bool {
-    version.split('.').count() == 3 && minor(version) == minor(other)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,15 +174,5 @@ mod tests {
         assert!(message(b"\0asm\x01\0\0\0").contains("core WebAssembly module"));
         assert!(message(b"\0asm\x0d\0\x07\0").contains("unknown WebAssembly encoding"));
         assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
-    }
-
-    #[test]
-    fn any_patch_of_the_served_minor_is_served() {
-        assert!(same_minor("0.1.0", "0.1.0"));
-        assert!(same_minor("0.1.7", "0.1.0"));
-        assert!(!same_minor("0.2.0", "0.1.0"));
-        assert!(!same_minor("0.9.0", "0.1.0"));
-        assert!(!same_minor("1.1.0", "0.1.0"));
-        assert!(!same_minor("0.1", "0.1.0"));
     }
 }

@@ -5,10 +5,11 @@
 //! version, which keeps serving.
 
 use crate::kind::GatedKind;
-use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection};
+use crate::pause::{PauseSwitch, agreed};
+use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection, RejectionCause};
 use preflight_engine::{Check, Digest, Engine, GrantHolder, Grants};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::watch;
 
 /// A compiled check with its settings, ready to evaluate.
@@ -31,6 +32,9 @@ impl LoadedCheck {
         let check = engine.load(&source.component).map_err(|error| Rejection {
             gates: Some(source.settings.gates.clone()),
             failure_policy: source.settings.failure_policy,
+            cause: error
+                .component_problem()
+                .map_or(RejectionCause::Host, RejectionCause::Component),
             problem: error.to_string(),
         })?;
         let grants = Grants {
@@ -44,12 +48,13 @@ impl LoadedCheck {
         })
     }
 
-    /// A rejection of this check for `problem`.
-    pub fn rejection(&self, problem: String) -> Rejection {
+    /// A rejection of this check for `problem`, caused by `cause`.
+    pub fn rejection(&self, cause: RejectionCause, problem: String) -> Rejection {
         Rejection {
             gates: Some(self.settings.gates.clone()),
             failure_policy: self.settings.failure_policy,
             problem,
+            cause,
         }
     }
 
@@ -285,4 +290,39 @@ impl CheckSet {
 /// Whether two loaded versions behave identically (same bytes and settings).
 fn same_version(a: &LoadedCheck, b: &LoadedCheck) -> bool {
     a.digest() == b.digest() && a.settings == b.settings
+}
+
+/// The switch the usable checks among `entries` (one kind's) agree on: `Ok(None)` when none sets one, an
+/// error naming the disagreement when they differ.
+pub(crate) fn switch_of(entries: &[GateEntry]) -> Result<Option<PauseSwitch>, String> {
+    agreed(entries.iter().filter_map(|entry| match entry {
+        GateEntry::Ready(check) => {
+            Some((check.settings.name.as_str(), check.settings.pause.as_ref()))
+        }
+        GateEntry::Unavailable { .. } => None,
+    }))
+}
+
+/// A kind's switch, resolved once per revision of its checks: the reconcile path reads it for every object,
+/// and the checks change rarely. While the checks disagree, there is none.
+#[derive(Debug, Default)]
+pub(crate) struct KindSwitch {
+    resolved: Mutex<Option<(u64, Option<PauseSwitch>)>>,
+}
+
+impl KindSwitch {
+    /// The switch of `kind` under its current checks.
+    pub fn get(&self, checks: &CheckSet, kind: &GatedKind) -> Option<PauseSwitch> {
+        // Read before the entries: a change in between is seen as a new revision next time.
+        let revision = checks.revision(kind);
+        let mut resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((seen, switch)) = resolved.as_ref()
+            && *seen == revision
+        {
+            return switch.clone();
+        }
+        let switch = switch_of(&checks.for_kind(kind)).ok().flatten();
+        *resolved = Some((revision, switch.clone()));
+        switch
+    }
 }

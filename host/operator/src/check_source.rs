@@ -6,40 +6,18 @@
 //! `kubectl label configmap my-check preflight.dev/gates=App.apps.example.com`.
 
 use crate::capabilities::{CapabilitySettings, HttpSettings, LookupSettings};
+use crate::config_map_format::{
+    COMPONENT_KEY, DATA_KEYS, GATES_LABEL, MAX_COMPONENT_BYTES, PARTS_KEY,
+};
 use crate::kind::GatedKind;
-use crate::parts::{self, PARTS_KEY};
+use crate::parts;
 use crate::pause::PauseSwitch;
-use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection};
+use crate::vocabulary::{
+    CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection, RejectionCause,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use preflight_engine::{Digest, Isolation, Limits};
 use std::io::Read;
-
-/// The label that selects check ConfigMaps and names the kind they gate (`Kind.group`).
-pub const GATES_LABEL: &str = "preflight.dev/gates";
-/// The `binaryData` key of the component when a ConfigMap carries several binary entries.
-pub const COMPONENT_KEY: &str = "check.wasm";
-/// The largest component accepted after decompression: a bound on decompression bombs.
-pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
-
-/// The `data` keys a check ConfigMap may carry; any other key is rejected as a likely typo.
-const DATA_KEYS: [&str; 16] = [
-    "gates",
-    "versions",
-    "order",
-    "timeout",
-    "memoryLimit",
-    "isolation",
-    "maxUses",
-    "failurePolicy",
-    "suspend",
-    "config",
-    "sha256",
-    "pause",
-    "http",
-    "lookups",
-    "outputs",
-    "parts",
-];
 
 /// Reads a check ConfigMap, whose component may come in `parts`: the part ConfigMaps labelled
 /// `preflight.dev/part-of` with its name, as `preflight pack` writes them. Every problem is reported at
@@ -200,6 +178,7 @@ pub fn from_config_maps(
             gates,
             failure_policy,
             problem: problems.join("; "),
+            cause: RejectionCause::ConfigMap,
         }),
     }
 }
@@ -521,6 +500,137 @@ mod tests {
                 rejection.problem.contains(text),
                 "{text:?} in {}",
                 rejection.problem
+            );
+        }
+    }
+
+    /// Components in parts, as `preflight pack` writes them, read back by the parser.
+    mod from_parts {
+        use super::*;
+        use crate::config_map_format::PART_KEY;
+        use crate::parts::{Package, pack};
+        use preflight_engine::Limits;
+
+        /// Bytes that compress poorly, so that parts are needed.
+        fn component(len: usize) -> Vec<u8> {
+            let mut state = 0x2545_f491_4f6c_dd1du64;
+            let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
+            bytes.extend((0..len).map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            }));
+            bytes
+        }
+
+        fn package(component: &[u8], max_part_bytes: usize) -> Vec<ConfigMap> {
+            pack(&Package {
+                component,
+                name: "deps",
+                namespace: "preflight-system",
+                gates: "App.apps.example.com",
+                data: BTreeMap::from([("config".to_owned(), "{}".to_owned())]),
+                max_part_bytes,
+            })
+            .unwrap()
+        }
+
+        fn read(config_maps: &[ConfigMap]) -> Result<Vec<u8>, String> {
+            let (main, parts) = config_maps.split_last().unwrap();
+            from_config_maps(main, parts, &Limits::default())
+                .map(|source| source.component)
+                .map_err(|rejection| rejection.problem)
+        }
+
+        #[test]
+        fn a_small_component_is_one_config_map_and_a_large_one_parts_that_reassemble() {
+            let small = component(1000);
+            let single = package(&small, 900 << 10);
+            assert_eq!(single.len(), 1);
+            assert_eq!(read(&single).unwrap(), small);
+
+            let large = component(50_000);
+            let parts = package(&large, 16_000);
+            assert_eq!(parts.len(), 5, "four parts and the check");
+            assert!(parts[..4].iter().all(|part| part.immutable == Some(true)));
+            assert_eq!(read(&parts).unwrap(), large);
+        }
+
+        #[test]
+        fn broken_parts_are_rejected_by_number_and_never_mixed() {
+            let large = component(50_000);
+            let parts = package(&large, 16_000);
+            let problem = |parts: &[ConfigMap]| read(parts).unwrap_err();
+
+            let mut missing = parts.clone();
+            missing.remove(1);
+            assert!(
+                problem(&missing).contains("part 2 of 4"),
+                "{}",
+                problem(&missing)
+            );
+
+            let mut corrupted = parts.clone();
+            corrupted[2]
+                .binary_data
+                .as_mut()
+                .unwrap()
+                .get_mut(PART_KEY)
+                .unwrap()
+                .0[100] ^= 0xff;
+            let corrupt = problem(&corrupted);
+            assert!(
+                corrupt.contains("cannot decompress") || corrupt.contains("sha256"),
+                "{corrupt}"
+            );
+
+            let other = package(&component(50_001), 16_000);
+            let mut mixed = parts.clone();
+            mixed[1] = other[1].clone();
+            let mixing = problem(&mixed);
+            assert!(
+                mixing.contains("part 2 of 4") && mixing.contains("other versions"),
+                "{mixing}"
+            );
+
+            let mut wrong_pin = parts.clone();
+            let main = wrong_pin.last_mut().unwrap();
+            main.data
+                .as_mut()
+                .unwrap()
+                .insert("sha256".into(), Digest::of(b"x").to_string());
+            assert!(
+                problem(&wrong_pin).contains("missing"),
+                "{}",
+                problem(&wrong_pin)
+            );
+
+            let mut duplicate = parts.clone();
+            let mut copy = parts[0].clone();
+            copy.metadata.name = Some("deps-copy".into());
+            duplicate.insert(0, copy);
+            assert!(
+                problem(&duplicate).contains("appears 2 times"),
+                "{}",
+                problem(&duplicate)
+            );
+        }
+
+        #[test]
+        fn a_component_too_large_even_in_parts_names_its_size_and_the_limit() {
+            let error = pack(&Package {
+                component: &component(200_000),
+                name: "big",
+                namespace: "ns",
+                gates: "A.b",
+                data: BTreeMap::new(),
+                max_part_bytes: 1000,
+            })
+            .unwrap_err();
+            assert!(
+                error.contains("more than 64 parts of 1000 bytes"),
+                "{error}"
             );
         }
     }

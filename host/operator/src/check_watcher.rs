@@ -14,12 +14,12 @@
 
 use crate::check_set::{CheckSet, LoadedCheck};
 use crate::check_source;
+use crate::config_map_format::{PART_OF_LABEL, PARTS_KEY};
 use crate::events::EventPublisher;
 use crate::kept_components::KeptComponents;
 use crate::lookups::{GrantedLookups, ObjectCaches};
-use crate::metrics::{CheckLabels, KindLabels, Metrics};
-use crate::parts::{PART_OF_LABEL, PARTS_KEY};
-use crate::vocabulary::Rejection;
+use crate::metrics::{KindLabels, LoadFailureLabels, Metrics};
+use crate::vocabulary::{Rejection, RejectionCause};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
@@ -152,7 +152,8 @@ impl CheckWatcher {
         if let Some(http) = &capabilities.http {
             let secrets = Api::namespaced(self.client.clone(), &namespace);
             let grant = http.grant(&secrets, &namespace).await;
-            check.grants.http = Some(grant.map_err(|problem| check.rejection(problem))?);
+            check.grants.http =
+                Some(grant.map_err(|problem| check.rejection(RejectionCause::Grant, problem))?);
         }
         if let Some(lookups) = capabilities.lookups {
             check.grants.lookups_per_evaluation = lookups.per_evaluation;
@@ -166,10 +167,10 @@ impl CheckWatcher {
             .validate_config(&check.check, &check.settings.config, &check.settings.limits)
             .await;
         validated.map_err(|failure| {
-            check.rejection(format!(
-                "the check rejects its configuration: {}",
-                failure.message
-            ))
+            check.rejection(
+                RejectionCause::Configuration,
+                format!("the check rejects its configuration: {}", failure.message),
+            )
         })?;
         Ok(check)
     }
@@ -265,6 +266,7 @@ impl Loader {
                     gates: None,
                     failure_policy: Default::default(),
                     problem: format!("compilation did not finish: {join_error}"),
+                    cause: RejectionCause::Host,
                 })
             });
             let prepared = match loaded {
@@ -309,7 +311,8 @@ impl Loader {
             let rejected = match loaded {
                 Ok((check, problem)) => {
                     let (kind, digest) = (check.settings.gates.to_string(), check.digest());
-                    let rejection = problem.map(|problem| check.rejection(problem));
+                    let rejection =
+                        problem.map(|problem| check.rejection(RejectionCause::ConfigMap, problem));
                     if checks.install(check) {
                         info!(check = %name, %kind, %digest, "check loaded");
                     }
@@ -349,14 +352,15 @@ impl Loader {
                 "the copy of this version (sha256 {digest}) kept on the operator's disk serves"
             ),
         };
-        let problem = rejection.problem;
+        let problem = &rejection.problem;
         error!(check = %name, %kind, %problem, consequence, "check rejected");
         self.watcher
             .metrics
             .check_load_failures
-            .get_or_create(&CheckLabels {
+            .get_or_create(&LoadFailureLabels {
                 kind,
                 check: name.to_owned(),
+                cause: rejection.cause.as_str().to_owned(),
             })
             .inc();
         self.watcher

@@ -1,7 +1,7 @@
 //! The `Preflight` condition: built from a gate summary, compared with what the object already says (no write
 //! when nothing changed), and merged into a conditions list without touching anyone else's entries.
 
-use crate::gate::Summary;
+use crate::summary::Summary;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde::{Deserialize, Serialize};

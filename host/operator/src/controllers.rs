@@ -1,27 +1,23 @@
 //! One kube-rs controller per gated kind, started when the kind's first check appears and stopped when its
 //! last check goes; each reconcile is the gate. Kinds are resolved through discovery; a kind the server does
-//! not serve yet (its CRD is missing) is reported and retried until it appears.
+//! not serve yet (its CRD is missing) is reported and retried until it appears. The reconcile itself is in
+//! [`crate::reconcile`], what starts one in [`crate::triggers`].
 
-use crate::check_set::{CheckSet, GateEntry};
-use crate::condition::{CONDITION_ANNOTATION, Placement, existing_condition};
-use crate::events::{EventPublisher, EventType, Notice};
-use crate::gate::{Gate, controller_action, summarize};
+use crate::check_set::{CheckSet, GateEntry, KindSwitch, switch_of};
+use crate::condition::{Placement, existing_condition};
+use crate::context::{KindContext, Shared};
 use crate::kind::GatedKind;
-use crate::metrics::{KindLabels, Metrics, ReconcileErrorLabels};
-use crate::outputs::{self, OUTPUTS_ANNOTATION};
-use crate::pause::{self, KindSwitch, PauseSync, ReportedConflicts};
-use crate::recorded_conditions::RecordedConditions;
-use crate::status_writer::{Recorded, StatusWriter};
-use futures::{Stream, StreamExt, future, stream};
+use crate::reconcile::{error_policy, reconcile};
+use crate::summary::summarize;
+use crate::triggers::{check_changes, reconcile_triggers};
+use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use kube::runtime::controller::{self, Action as ControllerAction, Controller};
+use kube::runtime::controller::{self, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use preflight_engine::action::{self, Decision};
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -32,290 +28,6 @@ use tracing::{Instrument, info, info_span, warn};
 const QUICK_RETRY: Duration = Duration::from_millis(250);
 /// How many quick lookups follow a CRD becoming established.
 const QUICK_RETRIES: u32 = 8;
-/// How soon an object is retried after its outcome could not be written (an API error).
-const RETRY_AFTER_API_ERROR: Duration = Duration::from_secs(5);
-
-/// What every kind's controller shares.
-pub struct Shared {
-    /// The API client.
-    pub client: Client,
-    /// The gate.
-    pub gate: Arc<Gate>,
-    /// Condition and Event writer.
-    pub writer: StatusWriter,
-    /// Events on check ConfigMaps (a kind the server does not serve).
-    pub events: EventPublisher,
-    /// Metrics.
-    pub metrics: Arc<Metrics>,
-    /// Reconciles one kind may run at once: less than the engine's evaluation slots, so that a kind whose
-    /// checks hog their whole time budget (endless loops) always leaves slots to the other kinds.
-    pub kind_concurrency: u16,
-    /// How long a stopping controller may take to finish its running reconciles.
-    pub stop_grace: Duration,
-}
-
-/// The context of one kind's controller.
-struct KindContext {
-    shared: Arc<Shared>,
-    kind: GatedKind,
-    label: String,
-    resource: ApiResource,
-    placement: Placement,
-    /// The pause switch its checks name.
-    pause: KindSwitch,
-    /// The pause conflicts already reported on its objects.
-    pause_conflicts: Arc<ReportedConflicts>,
-}
-
-impl KindContext {
-    /// The API of `object`'s kind, in its namespace.
-    fn api(&self, object: &DynamicObject) -> Api<DynamicObject> {
-        match object.namespace() {
-            Some(namespace) => {
-                Api::namespaced_with(self.shared.client.clone(), &namespace, &self.resource)
-            }
-            None => Api::all_with(self.shared.client.clone(), &self.resource),
-        }
-    }
-}
-
-/// The reconcile error: the outcome could not be read or written.
-#[derive(Debug, thiserror::Error)]
-enum ReconcileError {
-    #[error("cannot record the outcome: {0}")]
-    Write(#[from] kube::Error),
-    #[error("cannot serialise the object: {0}")]
-    Serialize(#[from] serde_json::Error),
-    #[error("cannot set or withdraw the pause switch: {0}")]
-    Pause(kube::Error),
-    #[error("cannot record the checks' outputs: {0}")]
-    Outputs(kube::Error),
-}
-
-impl ReconcileError {
-    /// The `cause` label it is counted under (one of `RECONCILE_ERROR_CAUSES`).
-    fn cause(&self) -> &'static str {
-        match self {
-            Self::Write(_) => "status-write",
-            Self::Serialize(_) => "serialize",
-            Self::Pause(_) => "pause",
-            Self::Outputs(_) => "outputs-write",
-        }
-    }
-}
-
-/// The gate as a reconcile: evaluate, record, and return the action the decision maps to. Its span names
-/// the object (`object` is its name: `name` is the span's own), so that the lines its checks log say which
-/// object they were about.
-#[tracing::instrument(skip_all, fields(kind = %context.kind, namespace = object.namespace().unwrap_or_default(), object = %object.name_any()))]
-async fn reconcile(
-    object: Arc<DynamicObject>,
-    context: Arc<KindContext>,
-) -> Result<ControllerAction, ReconcileError> {
-    let json = serde_json::to_value(object.as_ref())?;
-    let result = context.shared.gate.evaluate(&context.kind, json).await;
-    context
-        .shared
-        .metrics
-        .record_runs(&context.label, &result.runs);
-    let warning = matches!(
-        result.decision.action,
-        action::Action::Backoff(_) | action::Action::Stop
-    );
-    let recorded = context
-        .shared
-        .writer
-        .record(
-            &context.resource,
-            context.placement,
-            &object,
-            &result.summary,
-            warning,
-        )
-        .await?;
-    let mut writes = u64::from(recorded == Recorded::Written);
-    for (placement, outputs) in result.outputs().unwrap_or_default() {
-        let written = outputs::record(&context.api(&object), &object, &placement, &outputs)
-            .await
-            .map_err(ReconcileError::Outputs)?;
-        writes += u64::from(written);
-    }
-    if writes > 0 {
-        context
-            .shared
-            .metrics
-            .status_writes
-            .get_or_create(&kind_labels(&context.label))
-            .inc_by(writes);
-    }
-    sync_pause(&context, &object, result.summary.proceed).await?;
-    tracing::debug!(
-        action = result.decision.action.as_str(),
-        reason = %result.summary.reason,
-        written = recorded == Recorded::Written,
-        "gated"
-    );
-    Ok(controller_action(result.decision.action))
-}
-
-/// Sets or withdraws the kind's pause switch on `object` after its verdict, when its checks name one.
-async fn sync_pause(
-    context: &KindContext,
-    object: &DynamicObject,
-    proceed: bool,
-) -> Result<(), ReconcileError> {
-    let Some(switch) = context
-        .pause
-        .get(context.shared.gate.checks(), &context.kind)
-    else {
-        return Ok(());
-    };
-    let api = context.api(object);
-    match pause::sync(
-        &api,
-        &context.resource,
-        object,
-        &switch,
-        proceed,
-        &context.pause_conflicts,
-    )
-    .await
-    .map_err(ReconcileError::Pause)?
-    {
-        PauseSync::Unchanged => {}
-        PauseSync::Set => info!(%switch, "paused its controller"),
-        PauseSync::Withdrawn => info!(%switch, "withdrew the pause"),
-        PauseSync::OwnedElsewhere(conflict) => {
-            let note = format!(
-                "the pause switch {switch} is set to another value by another field manager; \
-                 preflight leaves it alone and says so once, until its owners or its value change \
-                 ({conflict})"
-            );
-            let notice = Notice {
-                event_type: EventType::Warning,
-                reason: "PauseOwnedElsewhere",
-                note: &note,
-                action: "Pause",
-            };
-            let reference = object.object_ref(&context.resource);
-            context.shared.events.publish(&reference, &notice).await;
-        }
-    }
-    Ok(())
-}
-
-fn error_policy(
-    object: Arc<DynamicObject>,
-    error: &ReconcileError,
-    context: Arc<KindContext>,
-) -> ControllerAction {
-    warn!(kind = %context.kind, object = %object.name_any(), %error, "reconcile failed");
-    context
-        .shared
-        .metrics
-        .reconcile_errors
-        .get_or_create(&ReconcileErrorLabels {
-            kind: context.label.clone(),
-            cause: error.cause().to_owned(),
-        })
-        .inc();
-    ControllerAction::requeue(RETRY_AFTER_API_ERROR)
-}
-
-/// A hash of what a check may read and what changes when the object changes for a reason other than our
-/// own writes: generation, labels, annotations (without our condition and outputs) and every top-level
-/// field but `status`.
-/// Status-only updates (including our condition) do not change it.
-fn gate_inputs(object: &DynamicObject) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    object.metadata.generation.hash(&mut hasher);
-    object.labels().hash(&mut hasher);
-    object
-        .annotations()
-        .iter()
-        .filter(|(key, _)| {
-            key.as_str() != CONDITION_ANNOTATION && key.as_str() != OUTPUTS_ANNOTATION
-        })
-        .for_each(|entry| entry.hash(&mut hasher));
-    if let Some(fields) = object.data.as_object() {
-        for (key, value) in fields.iter().filter(|(key, _)| key.as_str() != "status") {
-            key.hash(&mut hasher);
-            // Streamed into the hasher: no copy of the field as text.
-            let _ = serde_json::to_writer(HashWriter(&mut hasher), value);
-        }
-    }
-    hasher.finish()
-}
-
-/// Picks the watch events that start a reconcile: an object seen for the first time, one whose gate inputs
-/// changed, and one whose `Preflight` condition someone else removed or altered (restored at once). Our own
-/// status writes start nothing. Deleted objects are forgotten (their recorded condition and pause
-/// conflict too).
-fn reconcile_triggers(
-    events: impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
-    recorded: Arc<RecordedConditions>,
-    conflicts: Arc<ReportedConflicts>,
-    placement: Placement,
-) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> {
-    let mut seen: HashMap<String, u64> = HashMap::new();
-    events.filter_map(move |event| {
-        let object = match event {
-            Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => object,
-            Ok(watcher::Event::Delete(object)) => {
-                let uid = object.uid().unwrap_or_default();
-                seen.remove(&uid);
-                recorded.forget(&uid);
-                conflicts.forget(&uid);
-                return future::ready(None);
-            }
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => return future::ready(None),
-            Err(error) => return future::ready(Some(Err(error))),
-        };
-        let uid = object.uid().unwrap_or_default();
-        let inputs = gate_inputs(&object);
-        let changed = seen.insert(uid.clone(), inputs) != Some(inputs);
-        let triggers =
-            changed || recorded.was_altered(&uid, existing_condition(&object, placement).as_ref());
-        future::ready(triggers.then_some(Ok(object)))
-    })
-}
-
-/// Feeds what is written into a hasher.
-struct HashWriter<'a>(&'a mut DefaultHasher);
-
-impl std::io::Write for HashWriter<'_> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.write(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Ticks whenever the checks of `kind` change: every object of the kind is then re-checked.
-fn check_changes(
-    checks: Arc<CheckSet>,
-    kind: GatedKind,
-) -> impl Stream<Item = ()> + Send + 'static {
-    let seen = checks.revision(&kind);
-    let changes = checks.subscribe();
-    stream::unfold((changes, seen), move |(mut changes, seen)| {
-        let checks = checks.clone();
-        let kind = kind.clone();
-        async move {
-            loop {
-                changes.changed().await.ok()?;
-                let revision = checks.revision(&kind);
-                if revision != seen {
-                    return Some(((), (changes, revision)));
-                }
-            }
-        }
-    })
-}
-
 /// Runs the controller of one kind until `stop` fires.
 async fn run_kind(context: Arc<KindContext>, stop: oneshot::Receiver<()>) {
     let client = context.shared.client.clone();
@@ -402,7 +114,7 @@ async fn report_pause_disagreement(
     reported: &mut HashMap<GatedKind, String>,
 ) {
     let entries = checks.for_kind(kind);
-    match pause::switch_of(&entries) {
+    match switch_of(&entries) {
         Ok(_) => {
             reported.remove(kind);
         }
@@ -649,11 +361,5 @@ async fn release(shared: &Shared, kind: &GatedKind, resource: &ApiResource, plac
         {
             warn!(%kind, object = %object.name_any(), %error, "cannot release object");
         }
-    }
-}
-
-fn kind_labels(kind: &str) -> KindLabels {
-    KindLabels {
-        kind: kind.to_owned(),
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::check_set::{CheckSet, GateEntry, LoadedCheck};
 use crate::kind::GatedKind;
+use crate::summary::{CheckRun, Summary, summarize};
 use crate::vocabulary::{FailurePolicy, OutputsPlacement};
 use preflight_engine::action::{Action, BACKOFF_MAX, Decision, decide};
 use preflight_engine::{
@@ -14,31 +15,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-/// Longest condition message written; Kubernetes allows 32 KiB, people read the first lines.
-const MAX_MESSAGE_CHARS: usize = 4096;
-
 /// Runs the checks of a kind on objects and keeps each object's consecutive-failure count for backoff.
 pub struct Gate {
     engine: Arc<Engine>,
     checks: Arc<CheckSet>,
     failures: Mutex<FailureCounts>,
-}
-
-/// One check's part in a gate result.
-#[derive(Debug, Clone)]
-pub struct CheckRun {
-    /// The check's name.
-    pub name: String,
-    /// The outcome after the failure policy (an ignored failure becomes a proceeding verdict).
-    pub outcome: CheckOutcome,
-    /// The failure that `failurePolicy: Ignore` turned into "proceed", if any.
-    pub ignored: Option<Failure>,
-    /// The check is suspended (`suspend: "true"`): it was not evaluated, and the object passed it.
-    pub suspended: bool,
-    /// Time spent in the check; zero when it could not run.
-    pub duration: Duration,
-    /// Where the check's outputs go on the object.
-    pub outputs_placement: OutputsPlacement,
 }
 
 /// What the gate decided for one object.
@@ -50,17 +31,6 @@ pub struct GateResult {
     pub summary: Summary,
     /// Every check that ran, in order.
     pub runs: Vec<CheckRun>,
-}
-
-/// The condition-shaped summary of a gate result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary {
-    /// The object may be reconciled now.
-    pub proceed: bool,
-    /// UpperCamelCase reason.
-    pub reason: String,
-    /// Human message naming the deciding check.
-    pub message: String,
 }
 
 impl GateResult {
@@ -380,94 +350,6 @@ fn suspended(check: &LoadedCheck) -> CheckRun {
     }
 }
 
-/// The condition for a decision: the deciding check's reason, and a message naming it.
-pub fn summarize(decision: &Decision, runs: &[CheckRun]) -> Summary {
-    let line = |run: &CheckRun, text: &str| format!("{}: {text}", short_name(&run.name));
-    let (proceed, reason, message) = match decision.action {
-        Action::Proceed { .. } => match runs {
-            [] => (
-                true,
-                "NoChecks".to_owned(),
-                "no preflight check gates this object".to_owned(),
-            ),
-            [run] => {
-                let verdict = run.outcome.as_ref().ok();
-                let reason = verdict.map_or("Proceed", Verdict::condition_reason);
-                let message = verdict.map_or("", |v| v.message.as_str());
-                (
-                    true,
-                    reason.to_owned(),
-                    line(run, or_default(message, "proceed").as_str()),
-                )
-            }
-            runs => {
-                let ignored = runs.iter().any(|run| run.ignored.is_some());
-                let messages: Vec<String> = runs
-                    .iter()
-                    .map(|run| {
-                        let message = run.outcome.as_ref().map_or("", |v| v.message.as_str());
-                        line(run, or_default(message, "proceed").as_str())
-                    })
-                    .collect();
-                let reason = if ignored {
-                    "CheckFailureIgnored"
-                } else {
-                    "AllChecksPassed"
-                };
-                (true, reason.to_owned(), messages.join("; "))
-            }
-        },
-        Action::Requeue(_) | Action::AwaitChange => {
-            let waiting = runs
-                .iter()
-                .find(|run| run.outcome.as_ref().is_ok_and(|v| !v.proceed));
-            let (reason, message) = waiting
-                .and_then(|run| Some((run, run.outcome.as_ref().ok()?)))
-                .map(|(run, verdict)| {
-                    (
-                        verdict.condition_reason().to_owned(),
-                        line(run, or_default(&verdict.message, "not ready").as_str()),
-                    )
-                })
-                .unwrap_or_default();
-            (false, reason, message)
-        }
-        Action::Backoff(_) | Action::Stop => {
-            let retryable = matches!(decision.action, Action::Backoff(_));
-            let failed = runs.iter().find_map(|run| {
-                let failure = run.outcome.as_ref().err()?;
-                (failure.kind.is_retryable() == retryable).then_some((run, failure))
-            });
-            let (reason, message) = failed
-                .map(|(run, failure)| (failure.reason.clone(), line(run, &failure.message)))
-                .unwrap_or_default();
-            (false, reason, message)
-        }
-    };
-    Summary {
-        proceed,
-        reason,
-        message: truncate(message),
-    }
-}
-
-/// A check's name without the ConfigMap namespace, as people call it.
-fn short_name(name: &str) -> &str {
-    name.rsplit_once('/').map_or(name, |(_, short)| short)
-}
-
-fn or_default(text: &str, default: &str) -> String {
-    if text.is_empty() { default } else { text }.to_owned()
-}
-
-fn truncate(mut message: String) -> String {
-    if let Some((index, _)) = message.char_indices().nth(MAX_MESSAGE_CHARS) {
-        message.truncate(index);
-        message.push('…');
-    }
-    message
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -684,14 +566,6 @@ mod tests {
                 .message,
             "m"
         );
-    }
-
-    #[test]
-    fn truncates_long_messages_on_a_character_boundary() {
-        let long = "é".repeat(MAX_MESSAGE_CHARS + 10);
-        let truncated = truncate(long);
-        assert_eq!(truncated.chars().count(), MAX_MESSAGE_CHARS + 1);
-        assert!(truncated.ends_with('…'));
     }
 
     #[test]

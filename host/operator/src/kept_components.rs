@@ -6,8 +6,7 @@
 //! The copy stands in only for the parts: the check ConfigMap (its settings and its `sha256` pin) must
 //! still be there, and the copy must decompress to a component with that digest, as parts must.
 
-use crate::check_source::COMPONENT_KEY;
-use crate::parts::PARTS_KEY;
+use crate::config_map_format::{COMPONENT_KEY, PARTS_KEY};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use std::path::{Path, PathBuf};

@@ -19,6 +19,8 @@ mod check_set;
 mod check_source;
 mod check_watcher;
 mod condition;
+mod config_map_format;
+mod context;
 mod controllers;
 mod error;
 mod events;
@@ -32,31 +34,36 @@ mod metrics;
 mod outputs;
 mod parts;
 mod pause;
+mod reconcile;
 mod recorded_conditions;
 mod status_writer;
+mod summary;
+mod triggers;
 mod vocabulary;
 
 pub use capabilities::{CapabilitySettings, Credentials, HttpSettings, LookupSettings};
 pub use check_set::{CheckSet, GateEntry, LoadedCheck};
-pub use check_source::GATES_LABEL;
 pub use check_watcher::CheckSelection;
 pub use condition::{CONDITION_ANNOTATION, CONDITION_TYPE, PreflightCondition, condition_of};
+pub use config_map_format::{
+    DEFAULT_PART_BYTES, GATES_LABEL, MAX_PARTS, PART_LABEL, PART_OF_LABEL, PARTS_KEY, VERSION_LABEL,
+};
 pub use error::Error;
-pub use gate::{CheckRun, Gate, GateResult, Summary, controller_action};
+pub use gate::{Gate, GateResult, controller_action};
 pub use kind::GatedKind;
 pub use leader::LeaderElection;
 pub use lookups::{GrantedLookups, ObjectCaches};
 pub use outputs::OUTPUTS_ANNOTATION;
-pub use parts::{
-    DEFAULT_PART_BYTES, MAX_PARTS, PART_LABEL, PART_OF_LABEL, PARTS_KEY, Package, VERSION_LABEL,
-    pack,
-};
+pub use parts::{Package, pack};
 pub use pause::{PAUSE_FIELD_MANAGER, PauseSwitch};
 pub use preflight_engine as engine;
-pub use vocabulary::{CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection};
+pub use summary::{CheckRun, Summary};
+pub use vocabulary::{
+    CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection, RejectionCause,
+};
 
 use check_watcher::CheckWatcher;
-use controllers::Shared;
+use context::Shared;
 use events::EventPublisher;
 use kube::Client;
 use metrics::Metrics;
@@ -79,9 +86,12 @@ pub struct OperatorConfig {
     pub leader_election: Option<LeaderElection>,
     /// Limits for checks whose ConfigMap sets none.
     pub default_limits: Limits,
-    /// Engine sizing and the compiled-check cache. The cache directory also keeps a copy of every version
-    /// of a check shipped in parts, so that a restart serves it while a part is missing.
+    /// Engine sizing and the compiled-check cache.
     pub engine: EngineConfig,
+    /// Where a copy of every version of a check shipped in parts is kept (by digest), so that a restart
+    /// serves it while a part is missing; `None` keeps none. `preflight operator` keeps them in
+    /// `--cache-dir`/components.
+    pub kept_components: Option<std::path::PathBuf>,
     /// How often a kind the server does not serve yet is looked up again.
     pub kind_retry: Duration,
     /// The name Events are reported under, and this replica's instance name.
@@ -148,9 +158,11 @@ impl Operator {
             events: events.clone(),
             metrics: metrics.clone(),
             lookups: lookups::ObjectCaches::new(client.clone()),
-            kept: config.engine.cache_dir.as_ref().and_then(|dir| {
-                kept_components::KeptComponents::open(&dir.join("components")).map(Arc::new)
-            }),
+            kept: config
+                .kept_components
+                .as_deref()
+                .and_then(kept_components::KeptComponents::open)
+                .map(Arc::new),
         };
         let watcher = tokio::spawn(watcher.run(config.checks.clone(), synced_sender));
 

@@ -1,7 +1,7 @@
 //! Prometheus metrics of the operator: what users alert on (evaluations by outcome, latency, reconcile
 //! errors, check load failures, loaded checks, status writes).
 
-use crate::gate::CheckRun;
+use crate::summary::CheckRun;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
@@ -27,6 +27,17 @@ pub struct OutcomeLabels {
     pub check: String,
     /// `proceed`, `not-proceed`, `ignored`, `suspended`, or a failure kind (`check`, `timeout`, `memory`, `trap`, ...).
     pub outcome: String,
+}
+
+/// Labels of check load failures.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoadFailureLabels {
+    /// The gated kind (empty when the ConfigMap names none).
+    pub kind: String,
+    /// The check.
+    pub check: String,
+    /// What was wrong: a [`crate::RejectionCause`] label (`config-map`, `compile`, `imports`, ...).
+    pub cause: String,
 }
 
 /// Labels of per-kind series.
@@ -69,8 +80,9 @@ pub struct Metrics {
     pub evaluation_seconds: Family<CheckLabels, Histogram, LatencyBuckets>,
     /// Reconciles that failed, by cause.
     pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
-    /// Check versions that could not be loaded (malformed ConfigMap, invalid component, pin mismatch).
-    pub check_load_failures: Family<CheckLabels, Counter>,
+    /// Check versions that could not be loaded, by cause (malformed ConfigMap, invalid component, refused
+    /// configuration, ...).
+    pub check_load_failures: Family<LoadFailureLabels, Counter>,
     /// Good checks loaded per kind.
     pub checks_loaded: Family<KindLabels, Gauge>,
     /// Writes of the Preflight condition (status or annotation).

@@ -10,30 +10,14 @@
 //!   duplicate or inconsistent part is reported by number, and the reassembled bytes must decompress
 //!   (within the cap) to a component with the pinned digest.
 
-use crate::check_source::{COMPONENT_KEY, GATES_LABEL, MAX_COMPONENT_BYTES};
+use crate::config_map_format::{
+    COMPONENT_KEY, GATES_LABEL, MAX_COMPONENT_BYTES, MAX_PARTS, PART_KEY, PART_LABEL,
+    PART_OF_LABEL, PARTS_KEY, VERSION_LABEL,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use preflight_engine::Digest;
 use std::collections::BTreeMap;
-
-/// The label naming the check ConfigMap a part belongs to.
-pub const PART_OF_LABEL: &str = "preflight.dev/part-of";
-/// The label holding a part's number, from 1.
-pub const PART_LABEL: &str = "preflight.dev/part";
-/// The label holding the first 16 hexadecimal digits of the component's digest: `kubectl delete configmap
-/// -l 'preflight.dev/part-of=NAME,preflight.dev/version!=NEW'` removes the parts of older versions.
-pub const VERSION_LABEL: &str = "preflight.dev/version";
-/// The data key, on the check and on each part, saying how many parts there are.
-pub const PARTS_KEY: &str = "parts";
-/// The binaryData key of a part's bytes.
-pub const PART_KEY: &str = "part";
-/// Most parts a check may have.
-pub const MAX_PARTS: usize = 64;
-/// Default size of one part's bytes: small enough that `kubectl apply -f -` (client-side apply) takes the
-/// ConfigMap, whose copy in the `last-applied-configuration` annotation must fit the 256 KiB limit on
-/// annotations (180 KiB is 240 KiB in base64); server-side apply and `kubectl create` take any size up to
-/// the 1 MiB ConfigMap limit (`--max-part-size 900KiB`).
-pub const DEFAULT_PART_BYTES: usize = 180 << 10;
 
 /// Reassembles the compressed component of check `check` from `parts`: the `count` parts whose `sha256`
 /// is `pinned`, in order. The caller decompresses and verifies the digest.
@@ -209,134 +193,4 @@ pub fn pack(package: &Package<'_>) -> Result<Vec<ConfigMap>, String> {
     main_data.insert(PARTS_KEY.to_owned(), count.to_string());
     config_maps.push(config_map(package.name.to_owned(), gates, main_data));
     Ok(config_maps)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::check_source::from_config_maps;
-    use preflight_engine::Limits;
-
-    /// Bytes that compress poorly, so that parts are needed.
-    fn component(len: usize) -> Vec<u8> {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
-        bytes.extend((0..len).map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        }));
-        bytes
-    }
-
-    fn package(component: &[u8], max_part_bytes: usize) -> Vec<ConfigMap> {
-        pack(&Package {
-            component,
-            name: "deps",
-            namespace: "preflight-system",
-            gates: "App.apps.example.com",
-            data: BTreeMap::from([("config".to_owned(), "{}".to_owned())]),
-            max_part_bytes,
-        })
-        .unwrap()
-    }
-
-    fn read(config_maps: &[ConfigMap]) -> Result<Vec<u8>, String> {
-        let (main, parts) = config_maps.split_last().unwrap();
-        from_config_maps(main, parts, &Limits::default())
-            .map(|source| source.component)
-            .map_err(|rejection| rejection.problem)
-    }
-
-    #[test]
-    fn a_small_component_is_one_config_map_and_a_large_one_parts_that_reassemble() {
-        let small = component(1000);
-        let single = package(&small, 900 << 10);
-        assert_eq!(single.len(), 1);
-        assert_eq!(read(&single).unwrap(), small);
-
-        let large = component(50_000);
-        let parts = package(&large, 16_000);
-        assert_eq!(parts.len(), 5, "four parts and the check");
-        assert!(parts[..4].iter().all(|part| part.immutable == Some(true)));
-        assert_eq!(read(&parts).unwrap(), large);
-    }
-
-    #[test]
-    fn broken_parts_are_rejected_by_number_and_never_mixed() {
-        let large = component(50_000);
-        let parts = package(&large, 16_000);
-        let problem = |parts: &[ConfigMap]| read(parts).unwrap_err();
-
-        let mut missing = parts.clone();
-        missing.remove(1);
-        assert!(
-            problem(&missing).contains("part 2 of 4"),
-            "{}",
-            problem(&missing)
-        );
-
-        let mut corrupted = parts.clone();
-        corrupted[2]
-            .binary_data
-            .as_mut()
-            .unwrap()
-            .get_mut(PART_KEY)
-            .unwrap()
-            .0[100] ^= 0xff;
-        let corrupt = problem(&corrupted);
-        assert!(
-            corrupt.contains("cannot decompress") || corrupt.contains("sha256"),
-            "{corrupt}"
-        );
-
-        let other = package(&component(50_001), 16_000);
-        let mut mixed = parts.clone();
-        mixed[1] = other[1].clone();
-        let mixing = problem(&mixed);
-        assert!(
-            mixing.contains("part 2 of 4") && mixing.contains("other versions"),
-            "{mixing}"
-        );
-
-        let mut wrong_pin = parts.clone();
-        let main = wrong_pin.last_mut().unwrap();
-        main.data
-            .as_mut()
-            .unwrap()
-            .insert("sha256".into(), Digest::of(b"x").to_string());
-        assert!(
-            problem(&wrong_pin).contains("missing"),
-            "{}",
-            problem(&wrong_pin)
-        );
-
-        let mut duplicate = parts.clone();
-        let mut copy = parts[0].clone();
-        copy.metadata.name = Some("deps-copy".into());
-        duplicate.insert(0, copy);
-        assert!(
-            problem(&duplicate).contains("appears 2 times"),
-            "{}",
-            problem(&duplicate)
-        );
-    }
-
-    #[test]
-    fn a_component_too_large_even_in_parts_names_its_size_and_the_limit() {
-        let error = pack(&Package {
-            component: &component(200_000),
-            name: "big",
-            namespace: "ns",
-            gates: "A.b",
-            data: BTreeMap::new(),
-            max_part_bytes: 1000,
-        })
-        .unwrap_err();
-        assert!(
-            error.contains("more than 64 parts of 1000 bytes"),
-            "{error}"
-        );
-    }
 }

@@ -8,8 +8,6 @@
 //! holds the switch, its value or the verdict changes. It writes only on transitions (it reads its
 //! ownership from `managedFields`).
 
-use crate::check_set::{CheckSet, GateEntry};
-use crate::kind::GatedKind;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -265,41 +263,6 @@ pub(crate) async fn sync(
             Ok(PauseSync::OwnedElsewhere(status.message))
         }
         Err(error) => Err(error),
-    }
-}
-
-/// The switch the usable checks among `entries` (one kind's) agree on: `Ok(None)` when none sets one, an
-/// error naming the disagreement when they differ.
-pub(crate) fn switch_of(entries: &[GateEntry]) -> Result<Option<PauseSwitch>, String> {
-    agreed(entries.iter().filter_map(|entry| match entry {
-        GateEntry::Ready(check) => {
-            Some((check.settings.name.as_str(), check.settings.pause.as_ref()))
-        }
-        GateEntry::Unavailable { .. } => None,
-    }))
-}
-
-/// A kind's switch, resolved once per revision of its checks: the reconcile path reads it for every object,
-/// and the checks change rarely. While the checks disagree, there is none.
-#[derive(Debug, Default)]
-pub(crate) struct KindSwitch {
-    resolved: Mutex<Option<(u64, Option<PauseSwitch>)>>,
-}
-
-impl KindSwitch {
-    /// The switch of `kind` under its current checks.
-    pub fn get(&self, checks: &CheckSet, kind: &GatedKind) -> Option<PauseSwitch> {
-        // Read before the entries: a change in between is seen as a new revision next time.
-        let revision = checks.revision(kind);
-        let mut resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((seen, switch)) = resolved.as_ref()
-            && *seen == revision
-        {
-            return switch.clone();
-        }
-        let switch = switch_of(&checks.for_kind(kind)).ok().flatten();
-        *resolved = Some((revision, switch.clone()));
-        switch
     }
 }
 

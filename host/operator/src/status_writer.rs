@@ -10,8 +10,8 @@ use crate::condition::{
     self, CONDITION_ANNOTATION, Placement, PreflightCondition, existing_condition,
 };
 use crate::events::{EventPublisher, EventType, Notice};
-use crate::gate::Summary;
 use crate::recorded_conditions::RecordedConditions;
+use crate::summary::Summary;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;

@@ -5,7 +5,7 @@
 use crate::capabilities::CapabilitySettings;
 use crate::kind::GatedKind;
 use crate::pause::PauseSwitch;
-use preflight_engine::Limits;
+use preflight_engine::{ComponentProblem, Limits};
 
 /// What the gate does with an object when a check cannot run (failed, trapped, timed out, or has no
 /// usable version).
@@ -136,4 +136,36 @@ pub struct Rejection {
     pub failure_policy: FailurePolicy,
     /// Every problem found, for humans.
     pub problem: String,
+    /// What was wrong, for code and metrics.
+    pub cause: RejectionCause,
+}
+
+/// What was wrong with a rejected version: the `cause` label of `preflight_check_load_failures_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectionCause {
+    /// The ConfigMap itself: a missing or invalid key or label, a missing or inconsistent part, a digest
+    /// that does not match.
+    ConfigMap,
+    /// The component is not a usable check; the problem names the rule it broke.
+    Component(ComponentProblem),
+    /// A grant cannot be honoured (the Secret holding a credential is missing, say).
+    Grant,
+    /// The check's `validate-config` refused its configuration.
+    Configuration,
+    /// The host could not finish loading it (the engine failed, or compiling was cut short).
+    Host,
+}
+
+impl RejectionCause {
+    /// The metric label: `config-map`, `encoding`, `compile`, `contract`, `imports`, `reads-section`,
+    /// `grant`, `configuration` or `host`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ConfigMap => "config-map",
+            Self::Component(problem) => problem.as_str(),
+            Self::Grant => "grant",
+            Self::Configuration => "configuration",
+            Self::Host => "host",
+        }
+    }
 }

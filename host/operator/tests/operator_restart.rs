@@ -1,7 +1,9 @@
 //! The API server restarts under a running operator, then the operator itself restarts while a check
-//! changes: every object ends with the right condition, exactly once. (Its own test binary: it restarts the
-//! shared API server, so nothing else may run beside it.)
+//! changes: every object ends with the right condition, exactly once. (Its own test binary, apart from
+//! `tests/all`: it restarts the shared API server, so nothing else may run beside it; cargo runs test binaries
+//! one after another.)
 
+#[path = "all/operator_support/mod.rs"]
 mod operator_support;
 
 use operator_support::*;

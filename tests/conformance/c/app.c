@@ -19,7 +19,8 @@ static pf_outcome check(const pf_request *request) {
     if (strcmp(behave, "proceed") == 0) {
         const char *greeting = pf_json_string(pf_json_get(request->config, "greeting"));
         char now[24];
-        snprintf(now, sizeof now, "%llu", (unsigned long long)request->now_seconds);
+        snprintf(now, sizeof now, "%llu",
+                 (unsigned long long)request->now_seconds * 1000 + request->now_nanoseconds / 1000000);
         pf_outcome outcome = pf_because(pf_proceed(), "Ready", "ready");
         outcome = pf_output(outcome, "namespace", request->target.namespace == NULL ? "" : request->target.namespace);
         outcome = pf_output(outcome, "greeting", greeting == NULL ? "" : greeting);

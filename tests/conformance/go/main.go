@@ -43,7 +43,7 @@ func check(request preflight.Request) preflight.Outcome {
 		return preflight.Proceed().Because("Ready", "ready").
 			Output("namespace", request.Target.Namespace).
 			Output("greeting", settings.Greeting).
-			Output("now", strconv.FormatInt(request.Now.Unix(), 10))
+			Output("now", strconv.FormatInt(request.Now.UnixMilli(), 10))
 	case "requeue":
 		return preflight.RequeueAfter(time.Duration(probe.Spec.Seconds)*time.Second).
 			Because("Waiting", fmt.Sprintf("waiting %d s", probe.Spec.Seconds))

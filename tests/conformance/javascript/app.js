@@ -16,7 +16,7 @@ function check(request) {
         .because("Ready", "ready")
         .output("namespace", request.target.namespace ?? "")
         .output("greeting", request.config.greeting ?? "")
-        .output("now", String(Math.floor(request.now.getTime() / 1000)));
+        .output("now", String(request.nowMs));
     case "requeue": {
       const seconds = spec.seconds ?? 0;
       if (!Number.isInteger(seconds) || seconds < 0) {

@@ -19,7 +19,7 @@ def check(request):
         return (preflight.Outcome.proceed().because("Ready", "ready")
                 .output("namespace", request.target.namespace or "")
                 .output("greeting", request.config.get("greeting", ""))
-                .output("now", str(int(request.now.timestamp()))))
+                .output("now", str(request.now_ms)))
     if behave == "requeue":
         seconds = spec.get("seconds", 0)
         if type(seconds) is not int or seconds < 0:

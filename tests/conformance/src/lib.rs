@@ -47,7 +47,7 @@ pub fn check(request: Request<Object<Spec>, Config>) -> Outcome {
                     request.target.namespace.clone().unwrap_or_default(),
                 )
                 .output("greeting", &request.config.greeting)
-                .output("now", now.as_secs().to_string())
+                .output("now", now.as_millis().to_string())
         }
         "requeue" => {
             let seconds = spec.seconds.unwrap_or_default();

@@ -299,6 +299,28 @@ fn run(command: &mut Command) {
     );
 }
 
+/// `program` as a newcomer runs it right after `scripts/setup`: a clean environment whose PATH has the
+/// toolchains a shell has (cargo, go, node, python), none of the tools setup keeps in its cache, and
+/// `installed` (what the user installed: the `preflight` binary, kubectl); HOME, `PREFLIGHT_CACHE`,
+/// `RUSTUP_HOME` and `CARGO_HOME` as they are.
+pub fn newcomer_command(program: &str, installed: &[PathBuf]) -> Command {
+    let path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .filter(|dir| !dir.starts_with(cache_dir()))
+        .chain(installed.iter().cloned())
+        .collect::<Vec<_>>();
+    let mut command = Command::new(program);
+    command
+        .env_clear()
+        .env("PATH", std::env::join_paths(path).unwrap())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .envs(
+            ["PREFLIGHT_CACHE", "RUSTUP_HOME", "CARGO_HOME"]
+                .into_iter()
+                .filter_map(|name| Some((name, std::env::var_os(name)?))),
+        );
+    command
+}
+
 /// The environment under which the guest toolchains `scripts/setup` installs are found by the build scripts
 /// of `preflight scaffold` projects (`COMPONENTIZE_PY`, `COMPONENTIZE_JS`, `WIT_BINDGEN`, `WASM_TOOLS`), and
 /// Go builds use its caches without the network; Rust builds stay offline too.

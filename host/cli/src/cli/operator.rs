@@ -26,6 +26,7 @@ pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
             memory_bytes: args.default_memory_limit,
             ..Limits::default()
         },
+        kept_components: args.cache_dir.as_ref().map(|dir| dir.join("components")),
         engine: EngineConfig {
             max_concurrent_evaluations: args.max_concurrent_evaluations,
             max_memory_bytes: args.max_memory,

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 
 pub async fn pack(args: PackArgs) -> Result<u8, Problem> {
     let component = input::read(&args.check)?;
-    let check = input::load_check(&component)?;
+    // One engine loads the check and asks its validate-config: a check runs only in the engine that loaded it.
+    let engine = input::engine(1, 0)?;
+    let check = engine.load(&component).map_err(Problem::Unusable)?;
     let mut data = BTreeMap::new();
     if let Some(path) = &args.config {
         let config = input::parse_document(path)?.to_string();
-        let engine = input::engine(1, 0)?;
         let limits = preflight_engine::Limits::default();
         if let Some(why) = input::refused_config(&engine, &check, &config, &limits).await {
             return Err(Problem::Input(format!(

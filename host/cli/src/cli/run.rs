@@ -64,7 +64,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Problem> {
 
 fn unusable_reason(error: Error) -> String {
     match error {
-        Error::InvalidComponent(message) => message,
+        Error::InvalidComponent { message, .. } => message,
         other => other.to_string(),
     }
 }

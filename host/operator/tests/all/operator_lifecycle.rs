@@ -1,12 +1,10 @@
 //! The operator's life against the real kube-apiserver (tests/cluster): it keeps answering and keeps its Lease
 //! while checks spin, gates a kind as soon as its CRD appears, and exposes its metric series from the start.
-//! (SIGTERM and the log output of the `preflight operator` process: host/cli/tests/operator_process.rs.)
+//! (SIGTERM and the log output of the `preflight operator` process: host/cli/tests/all/operator_process.rs.)
 
-mod operator_support;
-
+use crate::operator_support::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use operator_support::*;
 use preflight_kube_harness::eventually;
 use preflight_operator::LeaderElection;
 use preflight_test_support::check_bytes;

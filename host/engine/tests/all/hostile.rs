@@ -2,7 +2,9 @@
 //! classification within a bounded time, and the engine keeps serving a good check afterwards and at the
 //! same time.
 
-use preflight_engine::{Engine, EngineConfig, FailureKind, Limits, Request, Target};
+use preflight_engine::{
+    ComponentProblem, Engine, EngineConfig, FailureKind, Limits, Request, Target,
+};
 use preflight_test_support::check_bytes;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -146,22 +148,38 @@ async fn each_misbehaviour_is_contained_and_classified_then_a_good_check_still_r
 #[tokio::test]
 async fn components_that_are_not_checks_are_rejected_with_what_is_wrong() {
     let engine = Engine::new(EngineConfig::default()).unwrap();
-    let rejection = |bytes: &[u8]| {
-        engine
-            .load(bytes)
-            .expect_err("must be rejected")
-            .to_string()
+    // The message says what is wrong; the problem names the rule broken, for code that branches on it.
+    let refused = |bytes: &[u8], problem: ComponentProblem| {
+        let error = engine.load(bytes).expect_err("must be rejected");
+        assert_eq!(error.component_problem(), Some(problem), "{error}");
+        error
     };
+    let rejection = |bytes: &[u8], problem| refused(bytes, problem).to_string();
 
-    assert!(rejection(b"#!/bin/sh\nrm -rf /\n").contains("not a WebAssembly binary"));
-    assert!(rejection(b"\0asm\x01\0\0\0").contains("core WebAssembly module, not a component"));
+    assert!(
+        rejection(b"#!/bin/sh\nrm -rf /\n", ComponentProblem::Encoding)
+            .contains("not a WebAssembly binary")
+    );
+    assert!(
+        rejection(b"\0asm\x01\0\0\0", ComponentProblem::Encoding)
+            .contains("core WebAssembly module, not a component")
+    );
     let truncated = &check_bytes("required-metadata")[..4096];
-    assert!(rejection(truncated).contains("does not compile"));
-    assert!(rejection(&check_bytes("other-world")).contains(
-        "does not export preflight:check/evaluate@0.2.0 (it exports example:greeter/greet@1.0.0)"
-    ));
+    let compile = refused(truncated, ComponentProblem::Compile);
+    assert!(compile.to_string().contains("does not compile"));
+    // wasmtime's own error is kept as the source, not only quoted.
+    let source = std::error::Error::source(&compile).expect("the compile error is kept");
+    assert!(
+        compile.to_string().contains(&source.to_string()),
+        "{compile} / {source}"
+    );
+    assert!(
+        rejection(&check_bytes("other-world"), ComponentProblem::Contract).contains(
+            "does not export preflight:check/evaluate@0.2.0 (it exports example:greeter/greet@1.0.0)"
+        )
+    );
     // It also imports an interface of its own contract version: the version is named first.
-    let future = rejection(&check_bytes("future-contract"));
+    let future = rejection(&check_bytes("future-contract"), ComponentProblem::Contract);
     assert!(
         future.contains(
             "it is built for contract preflight:check@0.9.0; this host serves preflight:check@0.1.x, \
@@ -278,7 +296,8 @@ async fn the_time_limit_holds_while_a_check_is_blocked_in_a_host_call() {
         "cut off at its deadline, not before"
     );
 
-    // As many sleepers as pool slots: a good check gets a slot once their deadlines pass.
+    // As many sleepers as pool slots: a good check gets a slot once their deadlines pass, not before.
+    let sleepers_started = Instant::now();
     let sleepers: Vec<_> = (0..4)
         .map(|_| {
             let (engine, check) = (Arc::clone(&engine), Arc::clone(&misbehave));
@@ -286,12 +305,23 @@ async fn the_time_limit_holds_while_a_check_is_blocked_in_a_host_call() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        sleepers.iter().all(|sleeper| !sleeper.is_finished()),
+        "the sleepers hold every slot"
+    );
     let evaluation = within(
         CONTAINED_WITHIN,
         "a good check behind as many sleepers as slots",
         engine.evaluate(&good, &request(r#"{"labels":["team"]}"#), &limits()),
     )
     .await;
+    // It waited for a slot: none is free before the first sleeper's deadline.
+    let waited = sleepers_started.elapsed();
+    assert!(
+        waited >= TIMEOUT,
+        "the good check finished {waited:?} after the sleepers took every slot, before their {TIMEOUT:?} \
+         deadline: the slot limit did not hold"
+    );
     assert_eq!(
         evaluation.outcome.unwrap().reason,
         "RequiredMetadataMissing"
@@ -491,8 +521,9 @@ async fn a_check_of_a_patch_release_is_served_unless_it_imports_what_the_host_la
 
     let refused = engine
         .load(&check_bytes("patch-contract-lookup"))
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    assert_eq!(refused.component_problem(), Some(ComponentProblem::Imports));
+    let refused = refused.to_string();
     assert!(
         refused.contains(
             "imports what the host does not provide to a 0.1.1 check: preflight:check/lookup@0.1.1"

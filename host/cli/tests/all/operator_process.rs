@@ -1,12 +1,9 @@
 //! The `preflight operator` process against the real kube-apiserver (tests/cluster): it exits promptly on
 //! SIGTERM, releasing its Lease, and writes what checks log into its JSON logs with the object they were about.
 
-#[path = "../../operator/tests/operator_support/mod.rs"]
-mod operator_support;
-
+use crate::operator_support::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use operator_support::*;
 use preflight_kube_harness::{eventually, kubeconfig};
 use serde_json::json;
 use std::process::{Command, Stdio};
@@ -98,10 +95,11 @@ async fn what_a_check_logs_reaches_the_operators_json_logs_with_the_object() {
         ])
         .args(["--listen", "127.0.0.1:0"])
         .env("KUBECONFIG", kubeconfig())
-        // The check's lines by their target, and the operator's by the name earlier releases used (still read).
+        // The check's lines by their target, and the operator's by the name earlier releases used (still read;
+        // the crate's targets are the stable ones, not the modules below them).
         .env(
             "RUST_LOG",
-            "warn,preflight::check=debug,preflight::operator::controllers=debug",
+            "warn,preflight::check=debug,preflight::operator=debug",
         )
         .stdout(Stdio::null())
         .stderr(log_file)

@@ -1,9 +1,10 @@
 //! The check set with real components: a good version is swapped in atomically, a broken one never replaces
 //! it, revisions move only when what objects see changes, and checks run in order.
 
-use preflight_operator::Rejection;
+use preflight_operator::engine::ComponentProblem;
 use preflight_operator::engine::{Engine, EngineConfig};
 use preflight_operator::{CheckSet, CheckSource, FailurePolicy, GateEntry, GatedKind, LoadedCheck};
+use preflight_operator::{Rejection, RejectionCause};
 use preflight_test_support::check_bytes;
 
 fn app() -> GatedKind {
@@ -21,6 +22,7 @@ fn broken(gates: Option<GatedKind>) -> Rejection {
         gates,
         failure_policy: FailurePolicy::Ignore,
         problem: "invalid check component: not a WebAssembly binary".into(),
+        cause: RejectionCause::Component(ComponentProblem::Encoding),
     }
 }
 

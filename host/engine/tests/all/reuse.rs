@@ -123,7 +123,7 @@ async fn a_reused_instance_serves_one_check_configuration_and_namespace_until_re
     let second = engine.evaluate(&check, &second, &reuse).await;
     assert_eq!(
         (output(&first, "now"), output(&second, "now")),
-        ("1000", "2000")
+        ("1000000", "2000000")
     );
 }
 

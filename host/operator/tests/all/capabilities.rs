@@ -4,12 +4,10 @@
 //! in N minutes"), lookups under a grant, and a 0.1 check gating beside a 0.2 one. Traffic goes to
 //! 127.0.0.1 only.
 
-mod operator_support;
-
+use crate::operator_support::{self, *};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use operator_support::*;
 use preflight_kube_harness::eventually;
 use preflight_operator::OUTPUTS_ANNOTATION;
 use preflight_test_support::{LoopbackServer, Reply, check_bytes};
@@ -361,6 +359,70 @@ async fn refused_requests_and_lookups_reach_the_condition_without_the_data() {
     s.remove().await;
 }
 
+/// A user reading `kubectl describe` learns why the host refused a request: a name that resolves into a private
+/// network tells apart from a destination not in the allow-list, in the condition itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_says_why_in_the_condition() {
+    let s = Scenario::new("why", "Tenant", "external-dependency").await;
+    let server = LoopbackServer::start(|_| Reply::new(404, "not there"));
+    let port = server.url().rsplit(':').next().unwrap().to_owned();
+    let by_name = format!("http://localhost:{port}");
+    let settings = |allow: &str| {
+        [
+            (
+                "config".to_owned(),
+                json!({"endpoint": format!("{by_name}/dependencies/"), "retryAfterSeconds": 2, "jitterPercent": 0})
+                    .to_string(),
+            ),
+            ("http".to_owned(), format!("allow: [\"{allow}\"]")),
+        ]
+    };
+    s.put("deps", &borrowed(&settings(&by_name))).await;
+    create_object(
+        &s.client,
+        &s.kind,
+        &s.namespace,
+        "shop",
+        json!({"dependency": "db"}),
+        &[],
+    )
+    .await;
+    let operator = s.operator().await;
+    let says = |needle: &'static str| {
+        let s = &s;
+        async move {
+            eventually(
+                &format!("the condition to say {needle:?}"),
+                SOON,
+                || async {
+                    operator_support::condition(&s.client, &s.kind, &s.namespace, "shop")
+                        .await
+                        .filter(|condition| {
+                            condition.status == "False" && condition.message.contains(needle)
+                        })
+                },
+            )
+            .await
+        }
+    };
+    // Allowed by name, but the name resolves to loopback: a private network the grant does not open.
+    let private = says("[refused by the host: HTTP GET http://localhost:").await;
+    assert!(
+        private.message.contains("is a loopback address")
+            && private.message.contains("allowPrivateNetworks"),
+        "{}",
+        private.message
+    );
+    // Not allowed at all: the allow-list names another origin.
+    s.put("deps", &borrowed(&settings("http://127.0.0.1:9")))
+        .await;
+    let denied = says("is not in the check's allow-list]").await;
+    assert!(!denied.message.contains("loopback"), "{}", denied.message);
+    assert_eq!(server.request_count(), 0);
+    operator.stop().await;
+    s.remove().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configuration_the_check_rejects_is_reported_and_the_last_good_version_kept() {
     let s = Scenario::new("validate", "Queue", "external-dependency").await;
@@ -398,7 +460,7 @@ async fn a_configuration_the_check_rejects_is_reported_and_the_last_good_version
         metric(
             &operator,
             "preflight_check_load_failures_total",
-            &[("check", &s.check("deps"))]
+            &[("check", &s.check("deps")), ("cause", "configuration")]
         )
         .await,
         1.0

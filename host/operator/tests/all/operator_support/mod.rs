@@ -292,7 +292,8 @@ impl Scenario {
     }
 }
 
-/// The operator's settings for a test: checks in `namespace`, no leader election, a small engine.
+/// The operator's settings for a test: checks in `namespace`, no leader election, a small engine with a
+/// compiled-check cache shared by the tests.
 pub fn operator_config(namespace: &str) -> OperatorConfig {
     OperatorConfig {
         checks: CheckSelection {
@@ -302,11 +303,15 @@ pub fn operator_config(namespace: &str) -> OperatorConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         leader_election: None,
         default_limits: Limits::default(),
+        // Compiled checks are kept between tests and runs (the Python check takes seconds to compile);
+        // copies of checks in parts are not, so that no test serves another's.
         engine: EngineConfig {
             max_concurrent_evaluations: 16,
             max_memory_bytes: 64 << 20,
+            cache_dir: Some(preflight_test_support::wasm_target_dir().join("compiled")),
             ..EngineConfig::default()
         },
+        kept_components: None,
         kind_retry: Duration::from_secs(1),
         controller_name: "preflight".into(),
         instance: Some(format!("test-{namespace}")),

@@ -554,26 +554,14 @@ fn a_scaffolded_project_builds_and_passes_its_own_fixtures_in_every_language() {
                 "a relative path: {manifest}"
             );
         }
-        // As a new user runs it right after scripts/setup: a clean environment whose PATH has the toolchains
-        // a shell has (cargo, go, node, python) and none of the tools setup keeps in its cache, which
-        // build.sh must find by itself. Only where builds cache and that they stay offline is set.
-        let plain_path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .filter(|dir| !dir.starts_with(preflight_test_support::cache_dir()))
-            .collect::<Vec<_>>();
+        // As a new user runs it right after scripts/setup: build.sh must find the cached tools by itself.
+        // Only where builds cache and that they stay offline is set.
         let offline = preflight_test_support::toolchain_env()
             .into_iter()
             .filter(|(name, _)| name.starts_with("GO") || name.starts_with("CARGO"));
-        let build = Command::new("timeout")
+        let build = preflight_test_support::newcomer_command("timeout", &[])
             .args(["900", "sh"])
             .arg(project.join("build.sh"))
-            .env_clear()
-            .env("PATH", std::env::join_paths(plain_path).unwrap())
-            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
-            .envs(
-                ["PREFLIGHT_CACHE", "RUSTUP_HOME", "CARGO_HOME"]
-                    .into_iter()
-                    .filter_map(|name| Some((name, std::env::var_os(name)?))),
-            )
             .envs(offline)
             // The Rust project's own target directory, kept between runs like the other test builds.
             .env(

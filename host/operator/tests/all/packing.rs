@@ -2,11 +2,9 @@
 //! check in one ConfigMap; a version with a part missing is reported and the last good version keeps
 //! serving; when the part arrives, the new version is loaded without touching the check ConfigMap.
 
-mod operator_support;
-
+use crate::operator_support::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
-use operator_support::*;
 use preflight_kube_harness::eventually;
 use preflight_operator::{Package, pack};
 use serde_json::json;
@@ -138,7 +136,7 @@ async fn a_deleted_part_is_reported_at_once_and_a_restart_serves_the_kept_copy()
     let cache = std::env::temp_dir().join(format!("preflight-lostpart-{}", std::process::id()));
     let config = || {
         let mut config = operator_config(&s.namespace);
-        config.engine.cache_dir = Some(cache.clone());
+        config.kept_components = Some(cache.clone());
         config
     };
     let operator = start_operator(&s.client, config()).await;

@@ -3,11 +3,9 @@
 //! its own ownership. The kinds reproduce Flux's `spec.suspend` and Crossplane's `crossplane.io/paused`
 //! annotation; the real controllers are not needed.
 
-mod operator_support;
-
+use crate::operator_support::*;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
-use operator_support::*;
 use preflight_kube_harness::eventually;
 use preflight_operator::PAUSE_FIELD_MANAGER;
 use serde_json::json;

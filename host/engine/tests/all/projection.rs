@@ -2,7 +2,7 @@
 //! them at load, and the check answers the projection as it answers the whole object; a malformed
 //! declaration is refused at load with the path and the problem.
 
-use preflight_engine::{Engine, EngineConfig, Error, Limits, Request, Target};
+use preflight_engine::{ComponentProblem, Engine, EngineConfig, Error, Limits, Request, Target};
 use preflight_test_support::{check_bytes, fixture, with_custom_section};
 use serde_json::{Value, json};
 use std::time::SystemTime;
@@ -65,9 +65,14 @@ fn a_declaration_added_to_a_built_component_is_read_and_a_malformed_one_is_refus
     );
     let malformed = with_custom_section(&bytes, "preflight-reads", b"spec..mode\n");
     match engine.load(&malformed) {
-        Err(Error::InvalidComponent(message)) => assert_eq!(
-            message,
-            "its `preflight-reads` section: path `spec..mode`: an empty key"
+        Err(Error::InvalidComponent {
+            problem, message, ..
+        }) => assert_eq!(
+            (problem, message.as_str()),
+            (
+                ComponentProblem::ReadsSection,
+                "its `preflight-reads` section: path `spec..mode`: an empty key"
+            )
         ),
         other => panic!("expected a refusal, got {other:?}"),
     }

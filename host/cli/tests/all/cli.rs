@@ -48,6 +48,20 @@ fn preflight(args: &[&str]) -> (i32, String) {
     preflight_within(COMMAND_BOUND, args)
 }
 
+/// Runs `preflight` (killed after a minute) and returns its exit status and standard error.
+fn preflight_with_stderr(args: &[&str]) -> (i32, String) {
+    let output = Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_preflight"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 fn run_json(package: &str, object: &str, config: Option<&str>) -> (i32, Value) {
     let check = build_check(package);
     let object = fixture(object);
@@ -666,6 +680,42 @@ fn the_author_s_tools_hold_a_check_to_what_the_operator_would_do() {
         &refused,
     ]);
     assert_eq!((status, manifests.as_str()), (2, ""), "nothing is packed");
+    let (_, refusal) = preflight_with_stderr(&[
+        "pack",
+        check,
+        "--name",
+        "deps",
+        "--gates",
+        "App.example.com",
+        "--config",
+        &refused,
+    ]);
+    assert!(
+        refusal.contains("must be an http:// or https:// URL"),
+        "the check's own reason: {refusal}"
+    );
+    let accepted = write(
+        "accepted.yaml",
+        "endpoint: https://deps.example.com/\nretryAfterSeconds: 60\n",
+    );
+    let (status, manifests) = preflight(&[
+        "pack",
+        check,
+        "--name",
+        "deps",
+        "--gates",
+        "App.example.com",
+        "--config",
+        &accepted,
+    ]);
+    assert_eq!(
+        status, 0,
+        "an accepted configuration is packed: {manifests}"
+    );
+    assert!(
+        manifests.contains("deps.example.com"),
+        "with its configuration: {manifests}"
+    );
     let fixtures = write(
         "fixtures.yaml",
         "config: {endpoint: \"ftp://deps.example.com/\"}\ncases:\n\

@@ -1,5 +1,5 @@
 //! The example checks, built from source, through the engine's API, on objects that take every branch
-//! (the same through `preflight run`: host/cli/tests/cli.rs).
+//! (the same through `preflight run`: host/cli/tests/all/cli.rs).
 
 use preflight_engine::action::{self, Action};
 use preflight_engine::{Engine, EngineConfig, FailureKind, Limits, Request, Target};

@@ -1,0 +1,64 @@
+//! What a kind's controller and each of its reconciles share: the operator-wide parts (client, gate, writer,
+//! Events, metrics) and the kind's own (its resource, condition placement and pause switch).
+
+use crate::check_set::KindSwitch;
+use crate::condition::Placement;
+use crate::events::EventPublisher;
+use crate::gate::Gate;
+use crate::kind::GatedKind;
+use crate::metrics::Metrics;
+use crate::pause::ReportedConflicts;
+use crate::status_writer::StatusWriter;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::{Client, ResourceExt};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every kind's controller shares.
+pub struct Shared {
+    /// The API client.
+    pub client: Client,
+    /// The gate.
+    pub gate: Arc<Gate>,
+    /// Condition and Event writer.
+    pub writer: StatusWriter,
+    /// Events on check ConfigMaps (a kind the server does not serve).
+    pub events: EventPublisher,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Reconciles one kind may run at once: less than the engine's evaluation slots, so that a kind whose
+    /// checks hog their whole time budget (endless loops) always leaves slots to the other kinds.
+    pub kind_concurrency: u16,
+    /// How long a stopping controller may take to finish its running reconciles.
+    pub stop_grace: Duration,
+}
+
+/// The context of one kind's controller.
+pub(crate) struct KindContext {
+    /// What every kind shares.
+    pub shared: Arc<Shared>,
+    /// The kind.
+    pub kind: GatedKind,
+    /// The kind as a metrics label.
+    pub label: String,
+    /// How the server serves it.
+    pub resource: ApiResource,
+    /// Where its condition goes.
+    pub placement: Placement,
+    /// The pause switch its checks name.
+    pub pause: KindSwitch,
+    /// The pause conflicts already reported on its objects.
+    pub pause_conflicts: Arc<ReportedConflicts>,
+}
+
+impl KindContext {
+    /// The API of `object`'s kind, in its namespace.
+    pub fn api(&self, object: &DynamicObject) -> Api<DynamicObject> {
+        match object.namespace() {
+            Some(namespace) => {
+                Api::namespaced_with(self.shared.client.clone(), &namespace, &self.resource)
+            }
+            None => Api::all_with(self.shared.client.clone(), &self.resource),
+        }
+    }
+}
