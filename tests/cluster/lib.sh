@@ -15,6 +15,7 @@ kube_version=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$here/go.mod")
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2 }' "$here/go.mod")
 apiserver_bin=$bin_dir/kube-apiserver-$kube_version
 kubectl_bin=$bin_dir/kubectl-$kube_version
+controller_manager_bin=$bin_dir/kube-controller-manager-$kube_version
 etcd_bin=$bin_dir/etcd-$etcd_version
 
 die() {

@@ -195,9 +195,11 @@ var (
 // Call it from an init function.
 func Handle(check func(Request) Outcome, validate func(config map[string]any) error) {
 	registry.Evaluate = func(raw types.CheckRequest) types.PreflightResult {
+		defer collectIfGrown()
 		return evaluate(check, raw).result()
 	}
 	registry.Validate = func(raw string) string {
+		defer collectIfGrown()
 		config, err := parseConfig(raw)
 		if err == nil && validate != nil {
 			err = validate(config)

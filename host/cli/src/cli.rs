@@ -316,6 +316,11 @@ struct OperatorArgs {
     /// (keep it below the pod's terminationGracePeriodSeconds).
     #[arg(long, env = "PREFLIGHT_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+    /// For every gated kind with a pause switch, install a MutatingAdmissionPolicy that sets the switch in
+    /// the request creating an object (or changing its data), so that its controller never sees it unpaused
+    /// before the checks proceed. Needs RBAC on mutatingadmissionpolicies and their bindings.
+    #[arg(long, env = "PREFLIGHT_HOLD_AT_ADMISSION")]
+    hold_at_admission: bool,
     /// Log format.
     #[arg(long, env = "PREFLIGHT_LOG_FORMAT", value_enum, default_value_t = Format::Json)]
     log_format: Format,

@@ -55,13 +55,14 @@ pub trait ClusterLookup: Send + Sync {
 
 /// What a check may reach beyond its request, given to [`crate::Engine::evaluate_with`] per evaluation.
 /// Nothing is granted by default: [`Grants::default`] refuses every request and lookup.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Grants {
     /// Outbound HTTP, with its allow-list, limits and cache.
     pub http: Option<std::sync::Arc<crate::HttpGrant>>,
     /// Lookups of other objects.
     pub cluster: Option<std::sync::Arc<dyn ClusterLookup>>,
-    /// Lookups one evaluation may make; 0 means [`Grants::DEFAULT_LOOKUPS_PER_EVALUATION`].
+    /// Lookups one evaluation may make, when `cluster` grants any ([`Grants::DEFAULT_LOOKUPS_PER_EVALUATION`]
+    /// by default; 0 refuses every lookup).
     pub lookups_per_evaluation: u32,
     /// Whose grants these are. Under `isolation: reuse` an instance serves only evaluations of the same
     /// holder (besides the same check, configuration, namespace and kind), so that what one holder's
@@ -97,12 +98,16 @@ impl GrantHolder {
 impl Grants {
     /// 16 lookups per evaluation.
     pub const DEFAULT_LOOKUPS_PER_EVALUATION: u32 = 16;
+}
 
-    /// The lookups one evaluation may make: `lookups_per_evaluation`, or the default when it is 0.
-    pub fn lookups_budget(&self) -> u32 {
-        match self.lookups_per_evaluation {
-            0 => Self::DEFAULT_LOOKUPS_PER_EVALUATION,
-            budget => budget,
+impl Default for Grants {
+    /// Nothing granted; a budget of [`Grants::DEFAULT_LOOKUPS_PER_EVALUATION`] for when lookups are.
+    fn default() -> Self {
+        Self {
+            http: None,
+            cluster: None,
+            lookups_per_evaluation: Self::DEFAULT_LOOKUPS_PER_EVALUATION,
+            holder: GrantHolder::default(),
         }
     }
 }

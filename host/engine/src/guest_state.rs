@@ -66,7 +66,7 @@ struct Lookups {
 
 impl Lookups {
     fn new(grants: &Grants, target: &Target) -> Self {
-        let budget = grants.lookups_budget();
+        let budget = grants.lookups_per_evaluation;
         Self {
             // The target is copied only for a check that may look up: the evaluation path of the others
             // allocates nothing for lookups.

@@ -11,7 +11,8 @@
 //!   the embedder implements. Nothing is granted by default;
 //! - a check may declare the parts of the object it reads: its [`Projection`] gives the caller what to send;
 //! - [`action`] is the pure mapping from outcomes to the controller's action;
-//! - [`measure`] counts throughput the same way for `preflight bench` and the engine benchmark.
+//! - `measure` (feature `measure`, off by default) counts throughput the same way for `preflight bench` and
+//!   the engine benchmark.
 
 #![warn(missing_docs)]
 
@@ -29,6 +30,7 @@ mod http_policy;
 mod imports;
 mod instance;
 mod limits;
+#[cfg(feature = "measure")]
 pub mod measure;
 mod outbound_http;
 mod outcome;

@@ -20,7 +20,7 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use preflight_engine::{HttpGrant, HttpPolicy, InjectedHeader, ObjectKind, UrlPattern};
+use preflight_engine::{Grants, HttpGrant, HttpPolicy, InjectedHeader, ObjectKind, UrlPattern};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -283,7 +283,7 @@ pub struct LookupSettings {
     pub cluster_scope: bool,
     /// Secrets the check may get, by name (never listed).
     pub secrets: Vec<String>,
-    /// Lookups per evaluation; 0: the engine's default.
+    /// Lookups per evaluation (the engine's default, 16, when the key does not say).
     pub per_evaluation: u32,
 }
 
@@ -329,7 +329,9 @@ impl LookupSettings {
             kinds,
             cluster_scope: key.cluster_scope,
             secrets: key.secrets,
-            per_evaluation: key.per_evaluation.unwrap_or(0),
+            per_evaluation: key
+                .per_evaluation
+                .unwrap_or(Grants::DEFAULT_LOOKUPS_PER_EVALUATION),
         })
     }
 }

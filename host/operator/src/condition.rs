@@ -41,6 +41,11 @@ impl PreflightCondition {
 
 /// The condition to write after a gate result, or `None` when `existing` already says the same (so a
 /// steady state costs no writes). `lastTransitionTime` moves only when the status changes.
+///
+/// Kinds whose condition type has no `observedGeneration` (Deployment, Job and the other built-in kinds
+/// with their own condition types) lose the field on write: once the existing condition shows it was
+/// dropped, it is neither written nor compared, so those kinds converge too instead of being rewritten on
+/// every evaluation.
 pub fn next(
     existing: Option<&PreflightCondition>,
     summary: &Summary,
@@ -57,7 +62,8 @@ pub fn next(
         status: status.to_owned(),
         reason: summary.reason.clone(),
         message: summary.message.clone(),
-        observed_generation: generation,
+        observed_generation: generation
+            .filter(|_| existing.is_none_or(|existing| existing.observed_generation.is_some())),
         last_transition_time,
     };
     (existing != Some(&desired)).then_some(desired)
@@ -205,6 +211,40 @@ mod tests {
             is_transition(Some(&first), &new_message),
             "news with the same reason is news"
         );
+    }
+
+    #[test]
+    fn a_kind_that_drops_the_observed_generation_converges() {
+        let written = next(None, &summary(true, "Ok"), Some(3), at(0)).unwrap();
+        assert_eq!(
+            written.observed_generation,
+            Some(3),
+            "offered on first write"
+        );
+        let kept_by_the_server = PreflightCondition {
+            observed_generation: None,
+            ..written
+        };
+        for generation in [Some(3), Some(4)] {
+            assert_eq!(
+                next(
+                    Some(&kept_by_the_server),
+                    &summary(true, "Ok"),
+                    generation,
+                    at(60)
+                ),
+                None,
+                "no rewrite for a field the kind cannot hold"
+            );
+        }
+        let turned = next(
+            Some(&kept_by_the_server),
+            &summary(false, "Missing"),
+            Some(4),
+            at(60),
+        )
+        .unwrap();
+        assert_eq!(turned.observed_generation, None);
     }
 
     #[test]

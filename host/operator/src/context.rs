@@ -31,6 +31,11 @@ pub struct Shared {
     pub kind_concurrency: u16,
     /// How long a stopping controller may take to finish its running reconciles.
     pub stop_grace: Duration,
+    /// Whether kinds with a pause switch are held at admission ([`crate::admission_hold`]).
+    pub hold_at_admission: bool,
+    /// This installation, as the admission policies it installs are labelled: the namespace of its check
+    /// ConfigMaps, or `all-namespaces`.
+    pub installation: String,
 }
 
 /// The context of one kind's controller.

@@ -3,10 +3,12 @@
 //! not serve yet (its CRD is missing) is reported and retried until it appears. The reconcile itself is in
 //! [`crate::reconcile`], what starts one in [`crate::triggers`].
 
+use crate::admission_hold::{AdmissionHolds, hold_policy};
 use crate::check_set::{CheckSet, GateEntry, KindSwitch, switch_of};
 use crate::condition::{Placement, existing_condition};
 use crate::context::{KindContext, Shared};
 use crate::kind::GatedKind;
+use crate::pause::{self, ReportedConflicts};
 use crate::reconcile::{error_policy, reconcile};
 use crate::summary::summarize;
 use crate::triggers::{check_changes, reconcile_triggers};
@@ -17,7 +19,7 @@ use kube::runtime::controller::{self, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use preflight_engine::action::{self, Decision};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -169,6 +171,81 @@ async fn watch_established_crds(client: Client, established: mpsc::Sender<GatedK
     }
 }
 
+/// The admission holds of the running kinds, and the problems already reported about them.
+struct Holds {
+    installed: AdmissionHolds,
+    /// The problem last reported, by kind.
+    reported: HashMap<GatedKind, String>,
+    /// Whether the last sync failed somewhere (it is tried again at the slow retry pace).
+    failing: bool,
+}
+
+impl Holds {
+    /// Makes the installed policies those of the running, still wanted kinds with a pause switch (none when
+    /// hold at admission is off: an earlier run's are deleted). Each new problem is reported once, as a
+    /// Warning Event on the kind's check ConfigMaps.
+    async fn sync(
+        &mut self,
+        shared: &Shared,
+        checks: &CheckSet,
+        running: &BTreeMap<GatedKind, Running>,
+        wanted: &BTreeSet<GatedKind>,
+    ) {
+        let mut policies = Vec::new();
+        let mut problems: HashMap<GatedKind, String> = HashMap::new();
+        let mut kinds_by_policy = HashMap::new();
+        let held = running
+            .iter()
+            .filter(|(kind, _)| shared.hold_at_admission && wanted.contains(*kind));
+        for (kind, controller) in held {
+            let Ok(Some(switch)) = switch_of(&checks.for_kind(kind)) else {
+                continue;
+            };
+            match hold_policy(&controller.resource, &switch, &shared.installation) {
+                Ok(policy) => {
+                    kinds_by_policy.insert(policy.name.clone(), kind.clone());
+                    policies.push(policy);
+                }
+                Err(problem) => {
+                    problems.insert(
+                        kind.clone(),
+                        format!("objects cannot be held at admission: {problem}"),
+                    );
+                }
+            }
+        }
+        let failures = self.installed.sync(policies).await;
+        self.failing = !failures.is_empty();
+        for (policy, problem) in failures {
+            match kinds_by_policy.get(&policy) {
+                Some(kind) => {
+                    problems.insert(
+                        kind.clone(),
+                        format!("admission policy {policy}: {problem}"),
+                    );
+                }
+                // Deleting a policy of a kind no longer held, or listing them: the log says it.
+                None if shared.hold_at_admission => warn!(%policy, %problem, "admission hold"),
+                None => tracing::debug!(%policy, %problem, "admission hold"),
+            }
+        }
+        self.reported.retain(|kind, _| problems.contains_key(kind));
+        for (kind, problem) in problems {
+            if self.reported.get(&kind) == Some(&problem) {
+                continue;
+            }
+            warn!(%kind, %problem, "admission hold");
+            for entry in checks.for_kind(&kind) {
+                shared
+                    .events
+                    .warn_on_config_map(entry.name(), "AdmissionHoldFailed", &problem)
+                    .await;
+            }
+            self.reported.insert(kind, problem);
+        }
+    }
+}
+
 /// A running controller.
 struct Running {
     /// Taken when the controller is told to stop.
@@ -202,6 +279,11 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
     let crd_watch = tokio::spawn(watch_established_crds(shared.client.clone(), established));
     let mut quick_retries = 0;
     let mut disagreements: HashMap<GatedKind, String> = HashMap::new();
+    let mut holds = Holds {
+        installed: AdmissionHolds::new(&shared.client, shared.installation.clone()),
+        reported: HashMap::new(),
+        failing: false,
+    };
     loop {
         let wanted = checks.kinds();
         for kind in &wanted {
@@ -209,6 +291,8 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
             report_pause_disagreement(&shared, &checks, kind, &mut disagreements).await;
         }
         disagreements.retain(|kind, _| wanted.contains(kind));
+        // A kind that goes stops being held at admission before its objects are released.
+        holds.sync(&shared, &checks, &running, &wanted).await;
         for kind in running
             .keys()
             .filter(|kind| !wanted.contains(*kind))
@@ -233,8 +317,9 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
         }
         unresolved.retain(|kind, _| wanted.contains(kind));
         let missing: Vec<GatedKind> = wanted
-            .into_iter()
-            .filter(|kind| !running.contains_key(kind))
+            .iter()
+            .filter(|kind| !running.contains_key(*kind))
+            .cloned()
             .collect();
         for kind in missing {
             let versions = versions_of(&checks, &kind);
@@ -258,6 +343,7 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
                 }
             }
         }
+        holds.sync(&shared, &checks, &running, &wanted).await;
         // Soon after a CRD of an unresolved kind is established, then at the slow pace (aggregated APIs
         // and a refused CRD watch still get there). Other CRDs wake nothing.
         let wait = if quick_retries > 0 {
@@ -271,7 +357,7 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
         let stopping = loop {
             tokio::select! {
                 changed = changes.changed() => break changed.is_err(),
-                _ = &mut sleep, if !unresolved.is_empty() => break false,
+                _ = &mut sleep, if !unresolved.is_empty() || holds.failing => break false,
                 Some(established) = crds.recv() => {
                     if unresolved.contains_key(&established) {
                         info!(kind = %established, "its CustomResourceDefinition is established");
@@ -332,7 +418,8 @@ async fn stop(kind: &GatedKind, controller: &mut Running, grace: Duration) {
     crate::finish(&mut controller.task, grace).await;
 }
 
-/// The last check of a kind is gone: objects the gate held back may proceed; say so on each of them.
+/// The last check of a kind is gone: objects the gate held back may proceed; say so on each of them and
+/// withdraw the pause switches the operator (or its admission policy) set.
 async fn release(shared: &Shared, kind: &GatedKind, resource: &ApiResource, placement: Placement) {
     let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), resource);
     let objects = match api.list(&ListParams::default()).await {
@@ -349,17 +436,27 @@ async fn release(shared: &Shared, kind: &GatedKind, resource: &ApiResource, plac
         failures: 0,
     };
     let summary = summarize(&decision, &[]);
-    for object in objects
-        .items
-        .iter()
-        .filter(|object| existing_condition(object, placement).is_some())
-    {
-        if let Err(error) = shared
-            .writer
-            .record(resource, placement, object, &summary, false)
-            .await
+    let no_conflicts = ReportedConflicts::default();
+    for object in &objects.items {
+        if existing_condition(object, placement).is_some()
+            && let Err(error) = shared
+                .writer
+                .record(resource, placement, object, &summary, false)
+                .await
         {
             warn!(%kind, object = %object.name_any(), %error, "cannot release object");
+        }
+        if pause::holds_anything(object) {
+            let api = match object.namespace() {
+                Some(namespace) => {
+                    Api::namespaced_with(shared.client.clone(), &namespace, resource)
+                }
+                None => Api::all_with(shared.client.clone(), resource),
+            };
+            if let Err(error) = pause::sync(&api, resource, object, None, true, &no_conflicts).await
+            {
+                warn!(%kind, object = %object.name_any(), %error, "cannot withdraw its pause");
+            }
         }
     }
 }

@@ -9,12 +9,13 @@
 //! transition's Event before it writes the condition, and after a crash between the two, the restarted
 //! operator publishes the same Event again, which only counts it again instead of creating a second one.
 
+use crate::field_managers::{patch_params, post_params};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch};
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
@@ -116,14 +117,14 @@ impl EventPublisher {
             type_: Some(notice.event_type.as_str().to_owned()),
             ..Event::default()
         };
-        match events.create(&PostParams::default(), &event).await {
+        match events.create(&post_params(), &event).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 let existing = events.get(&name).await?;
                 let count = existing.series.map_or(2, |series| series.count + 1);
                 let series = json!({"series": {"count": count, "lastObservedTime": now}});
                 events
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(series))
+                    .patch(&name, &patch_params(), &Patch::Merge(series))
                     .await
                     .map(drop)
             }

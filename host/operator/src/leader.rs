@@ -2,6 +2,7 @@
 //! every replica keeps its checks compiled so that a takeover starts gating at once.
 
 use crate::Error;
+use crate::field_managers::FIELD_MANAGER;
 use kube::Client;
 use kube_lease_manager::LeaseManagerBuilder;
 use std::time::Duration;
@@ -37,7 +38,7 @@ pub async fn elect(client: Client, election: &LeaderElection) -> Result<Leadersh
         .with_identity(&election.identity)
         .with_duration(seconds)
         .with_grace((seconds / 3).max(1))
-        .with_field_manager("preflight")
+        .with_field_manager(FIELD_MANAGER)
         .build()
         .await
         .map_err(|error| Error::LeaderElection(error.to_string()))?;

@@ -10,10 +10,12 @@
 //! (the ConfigMap format), `check_set` (the last good version of each check), `check_watcher` (live reload),
 //! `gate`, `condition` (the `Preflight` condition), `status_writer` and `events` (where outcomes are
 //! recorded), `recorded_conditions` (telling our writes from others'), `controllers` (one per gated kind),
-//! `pause` (pause switches of controllers that do not embed the gate), `leader`, `metrics`, `http`.
+//! `pause` (pause switches of controllers that do not embed the gate), `admission_hold` (setting them in the
+//! creating request), `leader`, `metrics`, `http`.
 
 #![warn(missing_docs)]
 
+mod admission_hold;
 mod capabilities;
 mod check_set;
 mod check_source;
@@ -24,6 +26,7 @@ mod context;
 mod controllers;
 mod error;
 mod events;
+mod field_managers;
 mod gate;
 mod http;
 mod kept_components;
@@ -49,13 +52,14 @@ pub use config_map_format::{
     DEFAULT_PART_BYTES, GATES_LABEL, MAX_PARTS, PART_LABEL, PART_OF_LABEL, PARTS_KEY, VERSION_LABEL,
 };
 pub use error::Error;
+pub use field_managers::{FIELD_MANAGER, PAUSE_FIELD_MANAGER};
 pub use gate::{Gate, GateResult, controller_action};
 pub use kind::GatedKind;
 pub use leader::LeaderElection;
 pub use lookups::{GrantedLookups, ObjectCaches};
 pub use outputs::OUTPUTS_ANNOTATION;
 pub use parts::{Package, pack};
-pub use pause::{PAUSE_FIELD_MANAGER, PauseSwitch};
+pub use pause::PauseSwitch;
 pub use preflight_engine as engine;
 pub use summary::{CheckRun, Summary};
 pub use vocabulary::{
@@ -100,6 +104,9 @@ pub struct OperatorConfig {
     pub instance: Option<String>,
     /// How long a stopping operator lets running reconciles finish before it drops them.
     pub shutdown_grace: Duration,
+    /// Install, for every gated kind with a pause switch, the admission policy that sets the switch when an
+    /// object is created or its data changes (see `docs/operator.md`, "Hold at admission"); off by default.
+    pub hold_at_admission: bool,
 }
 
 /// A running operator. [`Operator::stop`] shuts it down gracefully.
@@ -180,6 +187,12 @@ impl Operator {
                 .unwrap_or(u16::MAX)
                 .max(1),
             stop_grace: config.shutdown_grace,
+            hold_at_admission: config.hold_at_admission,
+            installation: config
+                .checks
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "all-namespaces".to_owned()),
         });
         let lead = tokio::spawn(lead(
             shared,

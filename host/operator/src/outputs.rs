@@ -3,9 +3,10 @@
 //! ConfigMap names (`outputs: status.dependency`), which the CRD must declare, because a structural schema
 //! prunes undeclared status fields (the write would be silently dropped, and retried on every evaluation).
 
+use crate::field_managers::patch_params;
 use crate::vocabulary::OutputsPlacement;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
@@ -77,7 +78,7 @@ pub(crate) async fn record(
         return Ok(false);
     };
     let name = object.name_any();
-    let params = PatchParams::default();
+    let params = patch_params();
     match placement {
         OutputsPlacement::Annotation => {
             api.patch(&name, &params, &Patch::Merge(body)).await?;

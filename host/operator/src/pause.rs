@@ -1,13 +1,21 @@
 //! Pause switches: gate a controller that does not embed the gate. Many controllers already stop
 //! reconciling an object when a field or annotation says so (Flux `spec.suspend`, Cluster API `spec.paused`,
-//! Crossplane's `crossplane.io/paused` and KEDA's `autoscaling.keda.sh/paused` annotations). While an
-//! object's verdict is not proceed, the operator sets the kind's switch by server-side apply under its own
-//! field manager; when the verdict turns proceed it withdraws its ownership, so the switch disappears unless
-//! another manager also set it. It never overrides a switch another manager set to another value: the apply
-//! conflicts, and that is reported once; the operator then stays quiet (no request, no Event) until who
-//! holds the switch, its value or the verdict changes. It writes only on transitions (it reads its
-//! ownership from `managedFields`).
+//! Crossplane's `crossplane.io/paused` and KEDA's `autoscaling.keda.sh/paused` annotations, a Deployment's
+//! `spec.paused`, a Job's `spec.suspend`). While an object's verdict is not proceed, the operator sets the
+//! kind's switch by server-side apply under its own field manager; when the verdict turns proceed it
+//! withdraws its ownership, so the switch disappears unless another manager also set it. It never overrides
+//! a switch another manager set to another value unless the switch says `,force` (then it takes the switch
+//! alone over while the object runs); without it the apply conflicts, and that is reported once; the
+//! operator then stays quiet (no request, no Event) until who holds the switch, its value or the verdict
+//! changes. It writes only on transitions (it reads its ownership from `managedFields`).
+//!
+//! Set after creation, a switch loses the race against a controller that acts at once (a Deployment's
+//! ReplicaSet is written milliseconds after the Deployment). The operator's admission policy
+//! ([`crate::admission_hold`]) sets it in the creating request itself and marks it with
+//! [`HELD_AT_ADMISSION_ANNOTATION`]; the operator takes a marked switch over and releases it like its own.
 
+use crate::field_managers::PAUSE_FIELD_MANAGER;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -17,12 +25,19 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 
-/// The field manager the operator applies pause switches as.
-pub const PAUSE_FIELD_MANAGER: &str = "preflight-pause";
+/// The annotation the operator's admission policy sets beside the switch it sets on creation (and on spec
+/// changes): "preflight holds this object; the switch is preflight's to release". Its value is the switch.
+/// An admission policy cannot name a field manager, so what it sets belongs to no one (or, for a field the
+/// API server defaults, to the creator); the annotation is how the operator knows to take it over and
+/// release it, while a pause a person set without it is never the operator's to release.
+pub const HELD_AT_ADMISSION_ANNOTATION: &str = "preflight.dev/held-at-admission";
+
+/// The suffix that lets the operator take a switch over from another field manager while the object runs.
+const FORCE_SUFFIX: &str = ",force";
 
 /// Where a kind's controller looks to know that it must not reconcile an object, and the value that says so.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PauseSwitch {
+pub enum SwitchTarget {
     /// An annotation set to a value (`annotation:crossplane.io/paused=true`).
     Annotation {
         /// The annotation key.
@@ -40,24 +55,45 @@ pub enum PauseSwitch {
     },
 }
 
+/// A kind's pause switch: where it is, and whether the operator may take it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PauseSwitch {
+    /// Where the switch is and the value that pauses.
+    pub target: SwitchTarget,
+    /// `,force`: while the object runs (the switch is absent or says anything but pause) and another field
+    /// manager owns the switch, take it over by a forced apply of the switch alone. Needed for fields the
+    /// API server defaults, which the creator owns from the start (a Job's `spec.suspend: false`). A switch
+    /// already at the pause value is never forced: that pause is someone else's, and survives.
+    pub force: bool,
+}
+
 impl PauseSwitch {
-    /// Parses `annotation:KEY=VALUE` or `field:DOTTED.PATH=VALUE`.
+    /// Parses `annotation:KEY=VALUE` or `field:DOTTED.PATH=VALUE`, optionally followed by `,force`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let invalid = || {
             format!(
-                "pause `{text}` is not annotation:KEY=VALUE or field:PATH=VALUE \
-                 (e.g. annotation:crossplane.io/paused=true, field:spec.suspend=true)"
+                "pause `{text}` is not annotation:KEY=VALUE or field:PATH=VALUE, optionally followed by \
+                 {FORCE_SUFFIX} (e.g. annotation:crossplane.io/paused=true, field:spec.suspend=true{FORCE_SUFFIX})"
             )
         };
-        let (kind, rest) = text.trim().split_once(':').ok_or_else(invalid)?;
-        let (target, value) = rest.split_once('=').ok_or_else(invalid)?;
-        match kind {
-            "annotation" if !target.is_empty() => Ok(Self::Annotation {
-                key: target.to_owned(),
+        let trimmed = text.trim();
+        let (switch, force) = match trimmed.strip_suffix(FORCE_SUFFIX) {
+            Some(switch) => (switch, true),
+            None => (trimmed, false),
+        };
+        let (kind, rest) = switch.split_once(':').ok_or_else(invalid)?;
+        let (place, value) = rest.split_once('=').ok_or_else(invalid)?;
+        // A comma is where options begin (`,force`); a value with one is a misspelt option.
+        if value.contains(',') {
+            return Err(invalid());
+        }
+        let target = match kind {
+            "annotation" if !place.is_empty() => SwitchTarget::Annotation {
+                key: place.to_owned(),
                 value: value.to_owned(),
-            }),
+            },
             "field" => {
-                let path: Vec<String> = target.split('.').map(str::to_owned).collect();
+                let path: Vec<String> = place.split('.').map(str::to_owned).collect();
                 if path.iter().any(String::is_empty)
                     || matches!(
                         path[0].as_str(),
@@ -74,56 +110,67 @@ impl PauseSwitch {
                         !parsed.is_object() && !parsed.is_array() && !parsed.is_string()
                     })
                     .unwrap_or_else(|| Value::String(value.to_owned()));
-                Ok(Self::Field { path, value })
+                SwitchTarget::Field { path, value }
             }
-            _ => Err(invalid()),
+            _ => return Err(invalid()),
+        };
+        Ok(Self { target, force })
+    }
+
+    /// Whether the switch says "paused" on `object` now, whoever set it.
+    pub(crate) fn is_set_on(&self, object: &DynamicObject) -> bool {
+        match &self.target {
+            SwitchTarget::Annotation { key, value } => object.annotations().get(key) == Some(value),
+            SwitchTarget::Field { path, value } => {
+                path.iter()
+                    .try_fold(&object.data, |node, step| node.get(step))
+                    == Some(value)
+            }
         }
     }
 
-    /// The server-side apply body that sets the switch on `object` (`set`) or owns nothing (`!set`, which
-    /// withdraws the operator's ownership).
-    fn apply_body(&self, object: &DynamicObject, resource: &ApiResource, set: bool) -> Value {
-        let mut body = json!({
-            "apiVersion": resource.api_version,
-            "kind": resource.kind,
-            "metadata": {"name": object.name_any()},
-        });
-        if let Some(namespace) = object.namespace() {
-            body["metadata"]["namespace"] = json!(namespace);
+    /// The value that says "paused", as JSON.
+    fn paused_value(&self) -> Value {
+        match &self.target {
+            SwitchTarget::Annotation { value, .. } => json!(value),
+            SwitchTarget::Field { value, .. } => value.clone(),
         }
-        if set {
-            match self {
-                Self::Annotation { key, value } => {
-                    body["metadata"]["annotations"] = json!({ key: value });
-                }
-                Self::Field { path, value } => {
-                    let mut node = &mut body;
-                    for step in path {
-                        node = &mut node[step.as_str()];
-                    }
-                    *node = value.clone();
-                }
-            }
+    }
+
+    /// Writes `value` where the switch is, into a patch body.
+    fn write_into(&self, body: &mut Value, value: Value) {
+        let mut node = &mut *body;
+        let steps = match &self.target {
+            SwitchTarget::Annotation { key, .. } => vec!["metadata", "annotations", key.as_str()],
+            SwitchTarget::Field { path, .. } => path.iter().map(String::as_str).collect(),
+        };
+        for step in steps {
+            node = &mut node[step];
         }
-        body
+        *node = value;
     }
 
     /// The switch's path in a `managedFields` FieldsV1 set (`f:metadata` → `f:annotations` → `f:KEY`).
     fn fields_path(&self) -> Vec<String> {
-        match self {
-            Self::Annotation { key, .. } => {
+        match &self.target {
+            SwitchTarget::Annotation { key, .. } => {
                 vec![
                     "f:metadata".into(),
                     "f:annotations".into(),
                     format!("f:{key}"),
                 ]
             }
-            Self::Field { path, .. } => path.iter().map(|step| format!("f:{step}")).collect(),
+            SwitchTarget::Field { path, .. } => {
+                path.iter().map(|step| format!("f:{step}")).collect()
+            }
         }
     }
 
-    /// The field managers that own the switch on `object` now.
-    fn owners<'a>(&self, object: &'a DynamicObject) -> impl Iterator<Item = &'a str> + 'a {
+    /// The entries of `managedFields` that own the switch on `object` now.
+    fn owning_entries<'a>(
+        &self,
+        object: &'a DynamicObject,
+    ) -> impl Iterator<Item = &'a ManagedFieldsEntry> + 'a {
         let path = self.fields_path();
         object
             .meta()
@@ -137,13 +184,17 @@ impl PauseSwitch {
                         .is_some()
                 })
             })
+    }
+
+    /// The field managers that own the switch on `object` now.
+    fn owners<'a>(&self, object: &'a DynamicObject) -> impl Iterator<Item = &'a str> + 'a {
+        self.owning_entries(object)
             .filter_map(|entry| entry.manager.as_deref())
     }
 
-    /// Whether the operator's field manager owns the switch on `object` now.
+    /// Whether the operator's server-side apply owns the switch on `object` now.
     fn owned_by_us(&self, object: &DynamicObject) -> bool {
-        self.owners(object)
-            .any(|manager| manager == PAUSE_FIELD_MANAGER)
+        self.owning_entries(object).any(is_our_apply)
     }
 
     /// Who holds the switch on `object` and what it says, as a fingerprint: a conflict reported under one
@@ -153,12 +204,12 @@ impl PauseSwitch {
         let mut owners: Vec<&str> = self.owners(object).collect();
         owners.sort_unstable();
         owners.hash(&mut hasher);
-        let value = match self {
-            Self::Annotation { key, .. } => object
+        let value = match &self.target {
+            SwitchTarget::Annotation { key, .. } => object
                 .annotations()
                 .get(key)
                 .map(|value| Value::String(value.clone())),
-            Self::Field { path, .. } => path
+            SwitchTarget::Field { path, .. } => path
                 .iter()
                 .try_fold(&object.data, |node, step| node.get(step))
                 .cloned(),
@@ -170,16 +221,94 @@ impl PauseSwitch {
 
 impl fmt::Display for PauseSwitch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Annotation { key, value } => write!(f, "annotation:{key}={value}"),
-            Self::Field { path, value } => {
+        match &self.target {
+            SwitchTarget::Annotation { key, value } => write!(f, "annotation:{key}={value}")?,
+            SwitchTarget::Field { path, value } => {
                 let value = value
                     .as_str()
                     .map_or_else(|| value.to_string(), str::to_owned);
-                write!(f, "field:{}={value}", path.join("."))
+                write!(f, "field:{}={value}", path.join("."))?;
             }
         }
+        if self.force {
+            f.write_str(FORCE_SUFFIX)?;
+        }
+        Ok(())
     }
+}
+
+/// A server-side apply body for `object` owning `switch` (when given); without, a body that owns nothing,
+/// which withdraws everything the operator owned.
+fn apply_body(
+    object: &DynamicObject,
+    resource: &ApiResource,
+    switch: Option<&PauseSwitch>,
+) -> Value {
+    let mut body = json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {"name": object.name_any()},
+    });
+    if let Some(namespace) = object.namespace() {
+        body["metadata"]["namespace"] = json!(namespace);
+    }
+    if let Some(switch) = switch {
+        switch.write_into(&mut body, switch.paused_value());
+    }
+    body
+}
+
+/// A merge patch that removes the admission mark and, when it says pause on `object`, the switch `held`
+/// names. No resourceVersion precondition: the reconcile has just written the condition, which makes the
+/// version read stale, and a pause set meanwhile under the mark could not be told from preflight's anyway.
+fn release_patch(object: &DynamicObject, held: Option<&PauseSwitch>) -> Value {
+    let mut patch = json!({"metadata": {
+        "annotations": {HELD_AT_ADMISSION_ANNOTATION: null},
+    }});
+    if let Some(held) = held.filter(|held| held.is_set_on(object)) {
+        held.write_into(&mut patch, Value::Null);
+    }
+    patch
+}
+
+/// Releases what the admission policy held: removes the switch and the mark by a merge patch, which takes
+/// them from every field manager. Server-side apply could not: the policy's write belongs to no one, and a
+/// field the API server defaults (a Job's `spec.suspend`) to the creator, who would keep it set after
+/// preflight withdrew. Removed, a defaulted field is defaulted again (to running).
+async fn release_marked(
+    api: &Api<DynamicObject>,
+    object: &DynamicObject,
+    held: Option<&PauseSwitch>,
+) -> Result<(), kube::Error> {
+    let params = PatchParams {
+        field_manager: Some(PAUSE_FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch(
+        &object.name_any(),
+        &params,
+        &Patch::Merge(release_patch(object, held)),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Whether `entry` is what the operator's server-side applies of switches own: what withdrawing releases.
+/// (The release of an admission hold is a merge patch under the same manager: an `Update` entry, which owns
+/// at most a value the API server defaulted again, such as a Job's `suspend: false`, and is not a pause.)
+fn is_our_apply(entry: &ManagedFieldsEntry) -> bool {
+    entry.manager.as_deref() == Some(PAUSE_FIELD_MANAGER)
+        && entry.operation.as_deref() == Some("Apply")
+}
+
+/// Whether the operator's server-side apply owns anything on `object`.
+fn owns_anything(object: &DynamicObject) -> bool {
+    object
+        .meta()
+        .managed_fields
+        .iter()
+        .flatten()
+        .any(is_our_apply)
 }
 
 /// What syncing a switch did.
@@ -188,9 +317,9 @@ pub(crate) enum PauseSync {
     /// The switch already said what the verdict wants, or its conflict was reported already and nothing
     /// changed since: no request.
     Unchanged,
-    /// The switch was set (the verdict is not proceed).
+    /// The switch was set (the verdict is not proceed), or the one set at admission taken over.
     Set,
-    /// The operator's ownership was withdrawn (the verdict is proceed).
+    /// The operator's ownership was withdrawn (the verdict is proceed, or the kind has no switch any more).
     Withdrawn,
     /// Another manager owns the switch with another value: left alone.
     OwnedElsewhere(String),
@@ -223,19 +352,42 @@ impl ReportedConflicts {
     }
 }
 
-/// Makes `object`'s switch say what the verdict wants: set while not proceeding, withdrawn when proceeding.
-/// Writes only when the operator's ownership has to change, and does not try again a conflict `conflicts`
-/// already holds while the switch's holders and value are the same.
+/// Makes `object`'s switch say what the verdict wants: set while not proceeding, withdrawn when proceeding
+/// or when the kind has no switch (any more). A switch the admission policy set (the object carries
+/// [`HELD_AT_ADMISSION_ANNOTATION`]) is left as it is while the object waits and removed with the mark when
+/// it proceeds ([`release_marked`]). Writes only when the operator's ownership has to change, and does not
+/// try again a conflict `conflicts` already holds while the switch's holders and value are the same.
 pub(crate) async fn sync(
     api: &Api<DynamicObject>,
     resource: &ApiResource,
     object: &DynamicObject,
-    switch: &PauseSwitch,
+    switch: Option<&PauseSwitch>,
     proceed: bool,
     conflicts: &ReportedConflicts,
 ) -> Result<PauseSync, kube::Error> {
-    let set = !proceed;
     let uid = object.uid().unwrap_or_default();
+    let name = object.name_any();
+    if let Some(mark) = object.annotations().get(HELD_AT_ADMISSION_ANNOTATION) {
+        let held = PauseSwitch::parse(mark).ok().or_else(|| switch.cloned());
+        if proceed || switch.is_none() {
+            release_marked(api, object, held.as_ref()).await?;
+            conflicts.forget(&uid);
+            return Ok(PauseSync::Withdrawn);
+        }
+        if held.is_some_and(|held| held.is_set_on(object)) {
+            return Ok(PauseSync::Unchanged);
+        }
+    }
+    let Some(switch) = switch else {
+        if !owns_anything(object) {
+            return Ok(PauseSync::Unchanged);
+        }
+        let body = apply_body(object, resource, None);
+        let params = PatchParams::apply(PAUSE_FIELD_MANAGER);
+        api.patch(&name, &params, &Patch::Apply(body)).await?;
+        return Ok(PauseSync::Withdrawn);
+    };
+    let set = !proceed;
     if switch.owned_by_us(object) == set {
         conflicts.forget(&uid);
         return Ok(PauseSync::Unchanged);
@@ -244,12 +396,10 @@ pub(crate) async fn sync(
     if set && conflicts.reported(&uid) == Some(holders) {
         return Ok(PauseSync::Unchanged);
     }
-    let params = PatchParams::apply(PAUSE_FIELD_MANAGER);
-    let body = switch.apply_body(object, resource, set);
-    match api
-        .patch(&object.name_any(), &params, &Patch::Apply(body))
-        .await
-    {
+    let mut params = PatchParams::apply(PAUSE_FIELD_MANAGER);
+    params.force = set && switch.force && !switch.is_set_on(object);
+    let body = apply_body(object, resource, set.then_some(switch));
+    match api.patch(&name, &params, &Patch::Apply(body)).await {
         Ok(_) => {
             conflicts.forget(&uid);
             Ok(if set {
@@ -264,6 +414,15 @@ pub(crate) async fn sync(
         }
         Err(error) => Err(error),
     }
+}
+
+/// Whether the operator holds (or its admission policy marked) anything on `object` that a release must
+/// withdraw.
+pub(crate) fn holds_anything(object: &DynamicObject) -> bool {
+    owns_anything(object)
+        || object
+            .annotations()
+            .contains_key(HELD_AT_ADMISSION_ANNOTATION)
 }
 
 /// The switch every check of a kind agrees on: `Ok(None)` when none sets one, an error naming the
@@ -292,7 +451,7 @@ pub(crate) fn agreed<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
     use kube::api::GroupVersionKind;
 
     fn resource() -> ApiResource {
@@ -304,9 +463,12 @@ mod tests {
 
     #[test]
     fn parses_the_presets_and_refuses_the_rest() {
-        let field = |path: &[&str], value: Value| PauseSwitch::Field {
-            path: path.iter().map(|step| step.to_string()).collect(),
-            value,
+        let field = |path: &[&str], value: Value| PauseSwitch {
+            target: SwitchTarget::Field {
+                path: path.iter().map(|step| step.to_string()).collect(),
+                value,
+            },
+            force: false,
         };
         assert_eq!(
             PauseSwitch::parse("field:spec.suspend=true"),
@@ -322,9 +484,19 @@ mod tests {
         );
         assert_eq!(
             PauseSwitch::parse("annotation:crossplane.io/paused=true"),
-            Ok(PauseSwitch::Annotation {
-                key: "crossplane.io/paused".into(),
-                value: "true".into()
+            Ok(PauseSwitch {
+                target: SwitchTarget::Annotation {
+                    key: "crossplane.io/paused".into(),
+                    value: "true".into()
+                },
+                force: false
+            })
+        );
+        assert_eq!(
+            PauseSwitch::parse("field:spec.suspend=true,force"),
+            Ok(PauseSwitch {
+                force: true,
+                ..field(&["spec", "suspend"], json!(true))
             })
         );
         for bad in [
@@ -335,12 +507,14 @@ mod tests {
             "field:spec..x=1",
             "label:x=y",
             "annotation:=true",
+            "field:spec.suspend=true,forced",
         ] {
             assert!(PauseSwitch::parse(bad).is_err(), "{bad}");
         }
         for text in [
             "annotation:autoscaling.keda.sh/paused=true",
             "field:spec.suspend=true",
+            "field:spec.suspend=true,force",
         ] {
             assert_eq!(PauseSwitch::parse(text).unwrap().to_string(), text);
         }
@@ -351,19 +525,43 @@ mod tests {
         let object = DynamicObject::new("podinfo", &resource()).within("apps");
         let suspend = PauseSwitch::parse("field:spec.suspend=true").unwrap();
         assert_eq!(
-            suspend.apply_body(&object, &resource(), true),
+            apply_body(&object, &resource(), Some(&suspend)),
             json!({"apiVersion": "source.toolkit.example/v1", "kind": "Repo",
                 "metadata": {"name": "podinfo", "namespace": "apps"}, "spec": {"suspend": true}})
         );
         assert_eq!(
-            suspend.apply_body(&object, &resource(), false),
+            apply_body(&object, &resource(), None),
             json!({"apiVersion": "source.toolkit.example/v1", "kind": "Repo",
                 "metadata": {"name": "podinfo", "namespace": "apps"}})
         );
         let paused = PauseSwitch::parse("annotation:crossplane.io/paused=true").unwrap();
         assert_eq!(
-            paused.apply_body(&object, &resource(), true)["metadata"]["annotations"],
+            apply_body(&object, &resource(), Some(&paused))["metadata"]["annotations"],
             json!({"crossplane.io/paused": "true"})
+        );
+    }
+
+    #[test]
+    fn a_release_of_what_admission_held_removes_the_mark_and_a_switch_that_still_pauses() {
+        let mut object = DynamicObject::new("task", &resource()).within("apps");
+        object.data = json!({"spec": {"suspend": true}});
+        let suspend = PauseSwitch::parse("field:spec.suspend=true,force").unwrap();
+        assert_eq!(
+            release_patch(&object, Some(&suspend)),
+            json!({"metadata": {"annotations": {HELD_AT_ADMISSION_ANNOTATION: null}},
+                   "spec": {"suspend": null}})
+        );
+        object.data = json!({"spec": {"suspend": false}});
+        assert_eq!(
+            release_patch(&object, Some(&suspend)),
+            json!({"metadata": {"annotations": {HELD_AT_ADMISSION_ANNOTATION: null}}}),
+            "a switch someone turned to running is left alone"
+        );
+        let paused = PauseSwitch::parse("annotation:crossplane.io/paused=true").unwrap();
+        object.metadata.annotations = Some([("crossplane.io/paused".into(), "true".into())].into());
+        assert_eq!(
+            release_patch(&object, Some(&paused))["metadata"]["annotations"],
+            json!({HELD_AT_ADMISSION_ANNOTATION: null, "crossplane.io/paused": null})
         );
     }
 
@@ -382,6 +580,14 @@ mod tests {
         object.metadata.managed_fields = Some(vec![entry("kubectl", annotation.clone())]);
         assert!(!paused.owned_by_us(&object), "someone else's");
         let theirs = paused.holders(&object);
+        object.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            operation: Some("Update".into()),
+            ..entry(PAUSE_FIELD_MANAGER, annotation.clone())
+        }]);
+        assert!(
+            !paused.owned_by_us(&object) && !owns_anything(&object),
+            "a release's merge patch is no pause to withdraw"
+        );
         object.metadata.managed_fields = Some(vec![entry(PAUSE_FIELD_MANAGER, annotation.clone())]);
         assert!(paused.owned_by_us(&object));
         assert_ne!(paused.holders(&object), theirs, "another owner");
@@ -392,6 +598,31 @@ mod tests {
         assert_ne!(paused.holders(&object), theirs, "another value");
         let suspend = PauseSwitch::parse("field:spec.suspend=true").unwrap();
         assert!(!suspend.owned_by_us(&object));
+    }
+
+    #[test]
+    fn whether_a_switch_is_set_and_what_a_release_must_withdraw() {
+        let mut object = DynamicObject::new("web", &resource()).within("apps");
+        let paused = PauseSwitch::parse("field:spec.paused=true,force").unwrap();
+        assert!(!paused.is_set_on(&object) && !holds_anything(&object));
+        object.data = json!({"spec": {"paused": false}});
+        assert!(!paused.is_set_on(&object), "running");
+        object.data = json!({"spec": {"paused": true}});
+        assert!(paused.is_set_on(&object));
+        object.metadata.annotations =
+            Some([(HELD_AT_ADMISSION_ANNOTATION.into(), paused.to_string())].into());
+        assert!(
+            holds_anything(&object),
+            "marked at admission: preflight's to release"
+        );
+        object.metadata.annotations = None;
+        object.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some(PAUSE_FIELD_MANAGER.into()),
+            operation: Some("Apply".into()),
+            fields_v1: Some(FieldsV1(json!({"f:spec": {"f:paused": {}}}))),
+            ..ManagedFieldsEntry::default()
+        }]);
+        assert!(holds_anything(&object), "owned by preflight-pause");
     }
 
     #[test]

@@ -100,24 +100,28 @@ pub(crate) async fn reconcile(
     Ok(controller_action(result.decision.action))
 }
 
-/// Sets or withdraws the kind's pause switch on `object` after its verdict, when its checks name one.
+/// Sets or withdraws the kind's pause switch on `object` after its verdict (withdraws what the operator
+/// still holds when its checks name no switch any more).
 async fn sync_pause(
     context: &KindContext,
     object: &DynamicObject,
     proceed: bool,
 ) -> Result<(), ReconcileError> {
-    let Some(switch) = context
+    let switch = context
         .pause
-        .get(context.shared.gate.checks(), &context.kind)
-    else {
+        .get(context.shared.gate.checks(), &context.kind);
+    if switch.is_none() && !pause::holds_anything(object) {
         return Ok(());
-    };
+    }
     let api = context.api(object);
+    let named = switch
+        .as_ref()
+        .map_or_else(|| "none".to_owned(), ToString::to_string);
     match pause::sync(
         &api,
         &context.resource,
         object,
-        &switch,
+        switch.as_ref(),
         proceed,
         &context.pause_conflicts,
     )
@@ -125,11 +129,11 @@ async fn sync_pause(
     .map_err(ReconcileError::Pause)?
     {
         PauseSync::Unchanged => {}
-        PauseSync::Set => info!(%switch, "paused its controller"),
-        PauseSync::Withdrawn => info!(%switch, "withdrew the pause"),
+        PauseSync::Set => info!(switch = %named, "paused its controller"),
+        PauseSync::Withdrawn => info!(switch = %named, "withdrew the pause"),
         PauseSync::OwnedElsewhere(conflict) => {
             let note = format!(
-                "the pause switch {switch} is set to another value by another field manager; \
+                "the pause switch {named} is set to another value by another field manager; \
                  preflight leaves it alone and says so once, until its owners or its value change \
                  ({conflict})"
             );

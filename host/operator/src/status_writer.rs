@@ -10,9 +10,10 @@ use crate::condition::{
     self, CONDITION_ANNOTATION, Placement, PreflightCondition, existing_condition,
 };
 use crate::events::{EventPublisher, EventType, Notice};
+use crate::field_managers::patch_params;
 use crate::recorded_conditions::RecordedConditions;
 use crate::summary::Summary;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use std::borrow::Cow;
@@ -139,7 +140,7 @@ async fn write(
     placement: Placement,
     desired: &PreflightCondition,
 ) -> Result<(), kube::Error> {
-    let params = PatchParams::default();
+    let params = patch_params();
     match placement {
         Placement::Status => {
             let conditions = condition::merge(current.data.pointer("/status/conditions"), desired);

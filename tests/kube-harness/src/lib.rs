@@ -78,8 +78,9 @@ pub async fn admin_client() -> Client {
     Client::try_from(admin_config().await).expect("a client can be built from the admin kubeconfig")
 }
 
-/// A client that acts as ServiceAccount `namespace/name`, with the groups the API server gives service accounts.
-pub async fn client_as_service_account(namespace: &str, name: &str) -> Client {
+/// The configuration of a client that acts as ServiceAccount `namespace/name`, with the groups the API server
+/// gives service accounts.
+pub async fn service_account_config(namespace: &str, name: &str) -> Config {
     let mut config = admin_config().await;
     config.auth_info.impersonate = Some(format!("system:serviceaccount:{namespace}:{name}"));
     config.auth_info.impersonate_groups = Some(vec![
@@ -87,7 +88,13 @@ pub async fn client_as_service_account(namespace: &str, name: &str) -> Client {
         format!("system:serviceaccounts:{namespace}"),
         "system:authenticated".into(),
     ]);
-    Client::try_from(config).expect("an impersonating client can be built")
+    config
+}
+
+/// A client that acts as ServiceAccount `namespace/name` ([`service_account_config`]).
+pub async fn client_as_service_account(namespace: &str, name: &str) -> Client {
+    Client::try_from(service_account_config(namespace, name).await)
+        .expect("an impersonating client can be built")
 }
 
 /// Creates a namespace whose name starts with `prefix` and is unique to this test run.

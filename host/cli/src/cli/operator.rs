@@ -37,6 +37,7 @@ pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
         controller_name: "preflight".into(),
         instance: Some(args.pod_name),
         shutdown_grace: args.shutdown_grace,
+        hold_at_admission: args.hold_at_admission,
     };
     let operator = Operator::start(client, config)
         .await

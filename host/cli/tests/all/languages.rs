@@ -242,7 +242,7 @@ fn every_language_computes_the_same_delay_for_thousands_of_objects() {
         ..limits
     };
     let config = r#"{"available": [], "retryAfterSeconds": 600, "jitterPercent": 10}"#;
-    let delays = |check: &preflight_engine::Check| -> Vec<u128> {
+    let delays = |language: &str, check: &preflight_engine::Check| -> Vec<u128> {
         runtime.block_on(async {
             let mut delays = Vec::with_capacity(OBJECTS);
             for index in 0..OBJECTS {
@@ -259,7 +259,7 @@ fn every_language_computes_the_same_delay_for_thousands_of_objects() {
                     .evaluate(check, &request, &limits)
                     .await
                     .outcome
-                    .unwrap_or_else(|failure| panic!("shop-{index}: {failure}"));
+                    .unwrap_or_else(|failure| panic!("{language}, shop-{index}: {failure}"));
                 delays.push(verdict.requeue_after.expect("a delay").as_millis());
             }
             delays
@@ -268,7 +268,7 @@ fn every_language_computes_the_same_delay_for_thousands_of_objects() {
     let mut first: Option<(&str, Vec<u128>)> = None;
     for (language, path) in builds("plugins/dependency-ready", "dependency-ready") {
         let check = engine.load(&std::fs::read(&path).unwrap()).unwrap();
-        let answered = delays(&check);
+        let answered = delays(language, &check);
         match &first {
             None => first = Some((language, answered)),
             Some((rust, expected)) => {

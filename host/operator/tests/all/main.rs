@@ -7,6 +7,7 @@ mod operator_support;
 
 mod capabilities;
 mod check_set;
+mod hold;
 mod operator;
 mod operator_lifecycle;
 mod packing;

@@ -550,77 +550,19 @@ async fn a_lookup_the_operators_rbac_cannot_serve_names_the_verb_and_resource_to
 /// Applies `deploy/base/rbac.yaml` into `namespace`, plus the ClusterRole a user adds to grant one gated kind
 /// (`deploy/examples/grant-kind.yaml`), rewritten for the test's kind.
 async fn apply_deploy_rbac(client: &Client, namespace: &str, kind: &TestKind) {
-    let root = preflight_test_support::workspace_root();
-    for file in ["deploy/base/rbac.yaml", "deploy/examples/grant-kind.yaml"] {
-        let text = std::fs::read_to_string(root.join(file)).unwrap();
-        let plural = &kind.resource.plural;
-        let text = text
-            .replace(
-                "namespace: preflight-system",
-                &format!("namespace: {namespace}"),
-            )
-            .replace("apps.example.com", &kind.group)
+    let plural = &kind.resource.plural;
+    let for_kind = |text: String| {
+        text.replace("apps.example.com", &kind.group)
             .replace(r#"["apps"]"#, &format!(r#"["{plural}"]"#))
-            .replace(r#"["apps/status"]"#, &format!(r#"["{plural}/status"]"#));
-        for document in serde_norway::Deserializer::from_str(&text) {
-            let document: serde_json::Value = serde::Deserialize::deserialize(document).unwrap();
-            if !document.is_null() {
-                apply(client, suffix_cluster_scoped_names(document, namespace)).await;
-            }
-        }
-    }
-}
-
-/// Cluster-scoped names get the namespace as a suffix, so that tests never share them.
-fn suffix_cluster_scoped_names(
-    mut document: serde_json::Value,
-    namespace: &str,
-) -> serde_json::Value {
-    if matches!(
-        document["kind"].as_str(),
-        Some("ClusterRole" | "ClusterRoleBinding")
-    ) {
-        let name = format!(
-            "{}-{namespace}",
-            document["metadata"]["name"].as_str().unwrap()
-        );
-        document["metadata"]["name"] = json!(name);
-        if document["kind"] == "ClusterRoleBinding" {
-            let role = format!(
-                "{}-{namespace}",
-                document["roleRef"]["name"].as_str().unwrap()
-            );
-            document["roleRef"]["name"] = json!(role);
-        }
-    }
-    document
-}
-
-async fn apply(client: &Client, document: serde_json::Value) {
-    apply_with(
+            .replace(r#"["apps/status"]"#, &format!(r#"["{plural}/status"]"#))
+    };
+    apply_manifests(
         client,
-        document,
-        &PatchParams::apply("preflight-tests").force(),
+        namespace,
+        &["deploy/base/rbac.yaml", "deploy/examples/grant-kind.yaml"],
+        for_kind,
     )
     .await;
-}
-
-async fn apply_with(client: &Client, document: serde_json::Value, params: &PatchParams) {
-    let api_version = document["apiVersion"].as_str().unwrap().to_owned();
-    let kind = document["kind"].as_str().unwrap().to_owned();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
-    let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
-    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
-    let name = document["metadata"]["name"].as_str().unwrap().to_owned();
-    let api: Api<kube::api::DynamicObject> = match document["metadata"]["namespace"].as_str() {
-        Some(namespace) if capabilities.scope == kube::discovery::Scope::Namespaced => {
-            Api::namespaced_with(client.clone(), namespace, &resource)
-        }
-        _ => Api::all_with(client.clone(), &resource),
-    };
-    api.patch(&name, params, &Patch::Apply(&document))
-        .await
-        .unwrap_or_else(|error| panic!("applying {kind} {name}: {error}"));
 }
 
 /// Every manifest of `deploy/` passes the API server's validation (a server-side dry run: nothing is created).
@@ -637,6 +579,7 @@ async fn the_deploy_manifests_pass_server_side_validation() {
         "deploy/examples/crd.yaml",
         "deploy/examples/grant-kind.yaml",
         "deploy/examples/grant-secret.yaml",
+        "deploy/examples/hold-built-in-kinds.yaml",
     ];
     for file in files {
         let text = std::fs::read_to_string(root.join(file)).unwrap();

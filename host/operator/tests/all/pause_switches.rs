@@ -210,18 +210,12 @@ async fn an_annotation_switch_cycles_and_another_managers_value_is_left_alone() 
 /// `apiserver_request_total` for server-side applies to `group` answered 409 (conflict), read from the
 /// API server's own metrics.
 async fn conflicting_applies(client: &Client, group: &str) -> f64 {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let metrics = client.request_text(request).await.unwrap();
-    metrics
-        .lines()
-        .filter(|line| {
-            line.starts_with("apiserver_request_total{")
-                && line.contains(r#"code="409""#)
-                && line.contains(r#"verb="APPLY""#)
-                && line.contains(&format!(r#"group="{group}""#))
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    apiserver_requests(client, |line| {
+        line.contains(r#"code="409""#)
+            && line.contains(r#"verb="APPLY""#)
+            && line.contains(&format!(r#"group="{group}""#))
+    })
+    .await
 }
 
 /// Issue 21, item 1: a switch another manager holds at another value is reported once, then left alone —

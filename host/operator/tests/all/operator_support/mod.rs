@@ -316,6 +316,7 @@ pub fn operator_config(namespace: &str) -> OperatorConfig {
         controller_name: "preflight".into(),
         instance: Some(format!("test-{namespace}")),
         shutdown_grace: Duration::from_secs(10),
+        hold_at_admission: false,
     }
 }
 
@@ -412,4 +413,91 @@ pub async fn http_get_at(address: SocketAddr, path: &str) -> String {
     .expect("the operator answers within 10 s")
     .unwrap();
     response
+}
+
+/// Applies the manifests `files` (paths from the repository root) into `namespace` as a user would, after
+/// `rewrite`: their `preflight-system` namespace becomes `namespace`, cluster-scoped names get it as a suffix.
+pub async fn apply_manifests(
+    client: &Client,
+    namespace: &str,
+    files: &[&str],
+    rewrite: impl Fn(String) -> String,
+) {
+    let root = preflight_test_support::workspace_root();
+    for file in files {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let text = rewrite(text.replace(
+            "namespace: preflight-system",
+            &format!("namespace: {namespace}"),
+        ));
+        for document in serde_norway::Deserializer::from_str(&text) {
+            let document: serde_json::Value = serde::Deserialize::deserialize(document).unwrap();
+            if !document.is_null() {
+                apply(client, suffix_cluster_scoped_names(document, namespace)).await;
+            }
+        }
+    }
+}
+
+/// Cluster-scoped names get the namespace as a suffix, so that tests never share them.
+pub fn suffix_cluster_scoped_names(
+    mut document: serde_json::Value,
+    namespace: &str,
+) -> serde_json::Value {
+    if matches!(
+        document["kind"].as_str(),
+        Some("ClusterRole" | "ClusterRoleBinding")
+    ) {
+        let name = format!(
+            "{}-{namespace}",
+            document["metadata"]["name"].as_str().unwrap()
+        );
+        document["metadata"]["name"] = json!(name);
+        if document["kind"] == "ClusterRoleBinding" {
+            let role = format!(
+                "{}-{namespace}",
+                document["roleRef"]["name"].as_str().unwrap()
+            );
+            document["roleRef"]["name"] = json!(role);
+        }
+    }
+    document
+}
+
+pub async fn apply(client: &Client, document: serde_json::Value) {
+    apply_with(
+        client,
+        document,
+        &PatchParams::apply("preflight-tests").force(),
+    )
+    .await;
+}
+
+pub async fn apply_with(client: &Client, document: serde_json::Value, params: &PatchParams) {
+    let api_version = document["apiVersion"].as_str().unwrap().to_owned();
+    let kind = document["kind"].as_str().unwrap().to_owned();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
+    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+    let name = document["metadata"]["name"].as_str().unwrap().to_owned();
+    let api: Api<kube::api::DynamicObject> = match document["metadata"]["namespace"].as_str() {
+        Some(namespace) if capabilities.scope == kube::discovery::Scope::Namespaced => {
+            Api::namespaced_with(client.clone(), namespace, &resource)
+        }
+        _ => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(&name, params, &Patch::Apply(&document))
+        .await
+        .unwrap_or_else(|error| panic!("applying {kind} {name}: {error}"));
+}
+
+/// The sum of the API server's own `apiserver_request_total` samples whose label text `selects`.
+pub async fn apiserver_requests(client: &Client, selects: impl Fn(&str) -> bool) -> f64 {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let metrics = client.request_text(request).await.unwrap();
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("apiserver_request_total{") && selects(line))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
