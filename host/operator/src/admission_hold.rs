@@ -297,6 +297,11 @@ impl AdmissionHolds {
             Some(installed) => installed,
             None => match self.leftovers().await {
                 Ok(leftovers) => leftovers,
+                // Hold at admission is off and the operator may not read policies: it installed none.
+                Err(kube::Error::Api(status)) if status.code == 403 && wanted.is_empty() => {
+                    tracing::debug!(%status, "cannot list admission policies; none to remove");
+                    BTreeMap::new()
+                }
                 Err(error) => {
                     problems.push((
                         "admission policies".to_owned(),
@@ -396,6 +401,9 @@ impl AdmissionHolds {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::{Method, Request, Response, StatusCode};
+    use kube::client::Body;
+    use tower_test::mock;
 
     fn deployments() -> ApiResource {
         ApiResource::from_gvk_with_plural(
@@ -496,5 +504,115 @@ mod tests {
             "pods",
         );
         assert_eq!(policy_name(&pods), "preflight-hold.pods.core");
+    }
+
+    type Handle = mock::Handle<Request<Body>, Response<Body>>;
+
+    fn respond(status: StatusCode, body: Value) -> Response<Body> {
+        Response::builder()
+            .status(status)
+            .body(Body::from(serde_json::to_vec(&body).unwrap()))
+            .unwrap()
+    }
+
+    fn forbidden() -> Response<Body> {
+        respond(
+            StatusCode::FORBIDDEN,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
+                "message": "mutatingadmissionpolicies is forbidden", "code": 403}),
+        )
+    }
+
+    fn empty_list() -> Response<Body> {
+        respond(
+            StatusCode::OK,
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                "metadata": {}, "items": []}),
+        )
+    }
+
+    /// Answers the next request, which must be `method` on a path starting with `path`; returns its query.
+    async fn answer(
+        handle: &mut Handle,
+        method: Method,
+        path: &str,
+        response: Response<Body>,
+    ) -> String {
+        let (request, send) = handle.next_request().await.expect("a request");
+        assert_eq!(request.method(), method, "{}", request.uri());
+        assert!(request.uri().path().starts_with(path), "{}", request.uri());
+        send.send_response(response);
+        request.uri().query().unwrap_or_default().to_owned()
+    }
+
+    const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies";
+    const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings";
+
+    #[tokio::test]
+    async fn turned_off_without_the_rbac_it_asks_once_and_never_again() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut holds = AdmissionHolds::new(&Client::new(service, "default"), "ops".into());
+        let server = tokio::spawn(async move {
+            answer(&mut handle, Method::GET, POLICIES, forbidden()).await;
+            handle
+        });
+        assert!(holds.sync(Vec::new()).await.is_empty(), "not a problem");
+        let _handle = server.await.unwrap();
+        // A request now would never be answered: the sync would not finish.
+        let again = tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            holds.sync(Vec::new()),
+        );
+        assert_eq!(
+            again.await.ok(),
+            Some(Vec::new()),
+            "the second sync sends nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn installs_once_then_removes_what_is_no_longer_wanted() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut holds = AdmissionHolds::new(&Client::new(service, "default"), "ops".into());
+        let switch = PauseSwitch::parse("field:spec.paused=true").unwrap();
+        let hold = hold_policy(&deployments(), &switch, "ops").unwrap();
+        let name = "preflight-hold.deployments.apps";
+        let server = tokio::spawn(async move {
+            let query = answer(&mut handle, Method::GET, POLICIES, empty_list()).await;
+            assert!(
+                query.contains("preflight.dev%2Fchecks-namespace%3Dops"),
+                "only this installation's leftovers: {query}"
+            );
+            answer(&mut handle, Method::GET, BINDINGS, empty_list()).await;
+            for api in [POLICIES, BINDINGS] {
+                let query = answer(
+                    &mut handle,
+                    Method::PATCH,
+                    &format!("{api}/{name}"),
+                    empty_list(),
+                )
+                .await;
+                assert!(
+                    query.contains("fieldManager=preflight") && query.contains("force=true"),
+                    "{query}"
+                );
+            }
+            for api in [BINDINGS, POLICIES] {
+                answer(
+                    &mut handle,
+                    Method::DELETE,
+                    &format!("{api}/{name}"),
+                    empty_list(),
+                )
+                .await;
+            }
+        });
+        assert!(holds.sync(vec![hold.clone()]).await.is_empty());
+        assert!(
+            holds.sync(vec![hold]).await.is_empty(),
+            "unchanged: nothing sent"
+        );
+        assert!(holds.sync(Vec::new()).await.is_empty());
+        server.await.unwrap();
     }
 }

@@ -1,16 +1,18 @@
-//! Holding built-in controllers for real (issue 23): the real kube-controller-manager (deployment, replicaset
-//! and job controllers, started by tests/cluster/up) races the operator, which gates `Deployment.apps` with
-//! `spec.paused` and `Job.batch` with `spec.suspend`, with hold at admission on. Nothing may be created or
-//! rolled out before the check proceeds; what preflight holds is released; a person's own pause survives; the
-//! operator writes nothing while nothing changes, and every write names its field manager.
+//! Holding built-in controllers for real (issue 23): the real kube-controller-manager (deployment,
+//! replicaset and job controllers, started by tests/cluster/up) races the operator, which gates
+//! `Deployment.apps` with `spec.paused`, and `Job.batch` and `CronJob.batch` with `spec.suspend`, with hold
+//! at admission on. Nothing may be created or rolled out before the check proceeds; what preflight holds is
+//! released; a person's own pause survives; the operator writes nothing while nothing changes, and every
+//! write names its field manager.
 //!
 //! The operator runs as its ServiceAccount with `deploy/base/rbac.yaml` and
-//! `deploy/examples/hold-built-in-kinds.yaml`. One test: the admission policies are cluster-wide, one per kind, so a second operator gating the same
-//! kinds at the same time would install and remove the same policies.
+//! `deploy/examples/hold-built-in-kinds.yaml`. One test: the admission policies are cluster-wide, one per
+//! kind, so a second operator gating the same kinds at the same time would install and remove the same
+//! policies.
 
 use crate::operator_support::*;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -53,6 +55,19 @@ fn deployment(name: &str, labels: Value, paused: Option<bool>) -> Deployment {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "labels": labels},
         "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// A CronJob without `suspend` (the API server defaults it to false, owned by the creator).
+fn cron_job(name: &str) -> CronJob {
+    serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "task", "image": "example.com/task:1"}],
+        }}}}},
     }))
     .unwrap()
 }
@@ -233,15 +248,17 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
         &[TEAM_LABEL, deployment_pause],
     )
     .await;
-    put_check(
-        &client,
-        &namespace,
-        "jobs",
-        "Job.batch",
-        &meta,
-        &[TEAM_LABEL, job_pause],
-    )
-    .await;
+    for (name, gates) in [("jobs", "Job.batch"), ("cronjobs", "CronJob.batch")] {
+        put_check(
+            &client,
+            &namespace,
+            name,
+            gates,
+            &meta,
+            &[TEAM_LABEL, job_pause],
+        )
+        .await;
+    }
     // The operator runs as its ServiceAccount with the documented RBAC and nothing more.
     apply_manifests(
         &client,
@@ -273,6 +290,7 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
     );
     let replica_sets_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
     let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
+    let cron_jobs: Api<CronJob> = Api::namespaced(client.clone(), &namespace);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
 
     // The policy is in force once a create comes back paused (the API server loads policies within a
@@ -313,6 +331,16 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
         wait_preflight(&dynamic_deployments, &format!("web-{run}"), "False").await;
     }
     wait_preflight(&dynamic_jobs, "task", "False").await;
+    let created_cron_job = post(&cron_jobs, &cron_job("nightly")).await;
+    assert!(
+        created_cron_job.spec.suspend == Some(true) && is_marked(&created_cron_job),
+        "a CronJob created without suspend is suspended by its creating request"
+    );
+    // A CronJob's status has no conditions (the API server prunes the condition): the Event says it.
+    event_where(&client, &namespace, "RequiredMetadataMissing", |event| {
+        regarding(event) == Some("nightly")
+    })
+    .await;
     // The controllers had all this time (and one second more) to act.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let early_sets = beyond_probes(&replica_sets_api).await;
@@ -375,6 +403,12 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
         Some(true),
         "the Job is resumed"
     );
+    label_team(&cron_jobs, "nightly", Some("shop")).await;
+    eventually("the CronJob to be resumed", SOON, || async {
+        let cron_job = cron_jobs.get("nightly").await.ok()?;
+        (cron_job.spec.suspend != Some(true) && !is_marked(&cron_job)).then_some(())
+    })
+    .await;
 
     // 3. A template change made while the check says wait is held: no new ReplicaSet until approval.
     let changed = deployments
