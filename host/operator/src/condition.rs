@@ -103,12 +103,21 @@ pub(crate) fn existing_condition(
     placement: Placement,
 ) -> Option<PreflightCondition> {
     match placement {
-        Placement::Status => find(object.data.pointer("/status/conditions")),
-        Placement::Annotation => object
-            .annotations()
-            .get(CONDITION_ANNOTATION)
-            .and_then(|text| serde_json::from_str(text).ok()),
+        Placement::Status => {
+            find(object.data.pointer("/status/conditions")).or_else(|| annotated_condition(object))
+        }
+        Placement::Annotation => annotated_condition(object),
     }
+}
+
+/// The condition in the [`CONDITION_ANNOTATION`] annotation: where a kind without a status subresource keeps
+/// it, and where it goes on a kind whose status has no conditions list (a CronJob's: the API server prunes
+/// a condition written there).
+pub(crate) fn annotated_condition(object: &DynamicObject) -> Option<PreflightCondition> {
+    object
+        .annotations()
+        .get(CONDITION_ANNOTATION)
+        .and_then(|text| serde_json::from_str(text).ok())
 }
 
 /// Finds the `Preflight` entry of a conditions list (as JSON).

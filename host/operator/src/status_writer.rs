@@ -141,21 +141,29 @@ async fn write(
     desired: &PreflightCondition,
 ) -> Result<(), kube::Error> {
     let params = patch_params();
-    match placement {
-        Placement::Status => {
-            let conditions = condition::merge(current.data.pointer("/status/conditions"), desired);
-            let body = json!({
-                "metadata": {"resourceVersion": current.resource_version()},
-                "status": {"conditions": conditions},
-            });
-            api.patch_status(name, &params, &Patch::Merge(body)).await?;
+    let in_status = placement == Placement::Status
+        // A condition already in the annotation of a kind with a status: that status prunes it.
+        && (condition::find(current.data.pointer("/status/conditions")).is_some()
+            || condition::annotated_condition(current).is_none());
+    if in_status {
+        let conditions = condition::merge(current.data.pointer("/status/conditions"), desired);
+        let body = json!({
+            "metadata": {"resourceVersion": current.resource_version()},
+            "status": {"conditions": conditions},
+        });
+        let written = api.patch_status(name, &params, &Patch::Merge(body)).await?;
+        if condition::find(written.data.pointer("/status/conditions")).is_some() {
+            return Ok(());
         }
-        Placement::Annotation => {
-            let text = serde_json::to_string(desired).unwrap_or_default();
-            let body = json!({"metadata": {"annotations": {CONDITION_ANNOTATION: text}}});
-            api.patch(name, &params, &Patch::Merge(body)).await?;
-        }
+        tracing::info!(
+            object = name,
+            "the kind's status has no conditions list (the API server pruned the condition): \
+             keeping it in the {CONDITION_ANNOTATION} annotation"
+        );
     }
+    let text = serde_json::to_string(desired).unwrap_or_default();
+    let body = json!({"metadata": {"annotations": {CONDITION_ANNOTATION: text}}});
+    api.patch(name, &params, &Patch::Merge(body)).await?;
     Ok(())
 }
 
@@ -210,6 +218,7 @@ mod tests {
         mut handle: mock::Handle<Request<Body>, Response<Body>>,
         conflicts: usize,
         attempts: usize,
+        prunes: bool,
     ) -> Vec<String> {
         let (request, send) = handle.next_request().await.expect("an Event first");
         assert_eq!(request.method(), Method::POST);
@@ -257,10 +266,37 @@ mod tests {
                     ));
                 }
             } else {
+                // The API server answers with what it stored: the condition, unless the status prunes it.
+                let mut stored = object("99");
+                if !prunes {
+                    stored.data["status"] = patch["status"].clone();
+                }
                 send.send_response(respond(
                     StatusCode::OK,
-                    &serde_json::to_value(object("99")).unwrap(),
+                    &serde_json::to_value(stored).unwrap(),
                 ));
+                if prunes {
+                    let (request, send) = handle.next_request().await.expect("an annotation patch");
+                    assert_eq!(request.method(), Method::PATCH);
+                    assert_eq!(
+                        request.uri().path(),
+                        "/apis/example.com/v1/namespaces/ns/apps/shop"
+                    );
+                    let body = http_body_util::BodyExt::collect(request.into_body())
+                        .await
+                        .unwrap()
+                        .to_bytes();
+                    let patch: Value = serde_json::from_slice(&body).unwrap();
+                    let annotated = patch["metadata"]["annotations"][CONDITION_ANNOTATION]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    assert!(annotated.contains("DependencyMissing"), "{patch}");
+                    send.send_response(respond(
+                        StatusCode::OK,
+                        &serde_json::to_value(object("100")).unwrap(),
+                    ));
+                }
             }
         }
         guarded_by
@@ -270,6 +306,7 @@ mod tests {
     async fn record_against(
         conflicts: usize,
         attempts: usize,
+        prunes: bool,
     ) -> (Result<Recorded, kube::Error>, Vec<String>) {
         let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "default");
@@ -277,7 +314,7 @@ mod tests {
             client.clone(),
             EventPublisher::new(client, "preflight", None),
         );
-        let server = tokio::spawn(serve(handle, conflicts, attempts));
+        let server = tokio::spawn(serve(handle, conflicts, attempts, prunes));
         let recorded = writer
             .record(
                 &resource(),
@@ -292,7 +329,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_conflict_is_retried_on_a_fresh_read() {
-        let (recorded, guarded_by) = record_against(1, 2).await;
+        let (recorded, guarded_by) = record_against(1, 2, false).await;
         assert_eq!(recorded.unwrap(), Recorded::Written);
         assert_eq!(
             guarded_by,
@@ -303,12 +340,43 @@ mod tests {
 
     #[tokio::test]
     async fn three_conflicts_in_a_row_give_up_with_the_conflict() {
-        let (recorded, guarded_by) = record_against(CONFLICT_ATTEMPTS, CONFLICT_ATTEMPTS).await;
+        let (recorded, guarded_by) =
+            record_against(CONFLICT_ATTEMPTS, CONFLICT_ATTEMPTS, false).await;
         let error = recorded.unwrap_err();
         assert!(
             matches!(&error, kube::Error::Api(status) if status.code == 409),
             "{error}"
         );
         assert_eq!(guarded_by, ["10", "11", "12"]);
+    }
+
+    #[tokio::test]
+    async fn a_status_that_prunes_the_condition_gets_it_in_the_annotation() {
+        let (recorded, guarded_by) = record_against(0, 1, true).await;
+        assert_eq!(recorded.unwrap(), Recorded::Written);
+        assert_eq!(guarded_by, ["10"]);
+    }
+
+    #[test]
+    fn a_condition_kept_in_the_annotation_is_read_back_under_the_status_placement() {
+        let mut object = object("10");
+        let summary = waiting();
+        let kept = condition::next(None, &summary, Some(2), SystemTime::now()).unwrap();
+        object.metadata.annotations = Some(
+            [(
+                CONDITION_ANNOTATION.to_owned(),
+                serde_json::to_string(&kept).unwrap(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            existing_condition(&object, Placement::Status),
+            Some(kept.clone())
+        );
+        assert_eq!(
+            condition::next(Some(&kept), &summary, Some(2), SystemTime::now()),
+            None,
+            "the same verdict writes nothing"
+        );
     }
 }
