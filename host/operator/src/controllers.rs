@@ -107,6 +107,22 @@ pub async fn resolve(
     Ok((resource, placement))
 }
 
+/// A Warning Event with `reason` on every check ConfigMap of `kind`: a problem of the kind, not of one check.
+async fn warn_on_checks_of(
+    shared: &Shared,
+    checks: &CheckSet,
+    kind: &GatedKind,
+    reason: &str,
+    problem: &str,
+) {
+    for entry in checks.for_kind(kind) {
+        shared
+            .events
+            .warn_on_config_map(entry.name(), reason, problem)
+            .await;
+    }
+}
+
 /// Reports, once per change, that the checks of `kind` name different pause switches (none is applied then):
 /// a `PauseSwitchDisagreement` Warning Event on each of their ConfigMaps.
 async fn report_pause_disagreement(
@@ -235,12 +251,7 @@ impl Holds {
                 continue;
             }
             warn!(%kind, %problem, "admission hold");
-            for entry in checks.for_kind(&kind) {
-                shared
-                    .events
-                    .warn_on_config_map(entry.name(), "AdmissionHoldFailed", &problem)
-                    .await;
-            }
+            warn_on_checks_of(shared, checks, &kind, "AdmissionHoldFailed", &problem).await;
             self.reported.insert(kind, problem);
         }
     }
@@ -332,12 +343,7 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
                 Err(problem) => {
                     if unresolved.get(&kind) != Some(&problem) {
                         warn!(%kind, %problem, "cannot gate kind yet; retrying");
-                        for entry in checks.for_kind(&kind) {
-                            shared
-                                .events
-                                .warn_on_config_map(entry.name(), "KindNotServed", &problem)
-                                .await;
-                        }
+                        warn_on_checks_of(&shared, &checks, &kind, "KindNotServed", &problem).await;
                     }
                     unresolved.insert(kind, problem);
                 }

@@ -114,9 +114,12 @@ async fn sync_pause(
         return Ok(());
     }
     let api = context.api(object);
-    let named = switch
-        .as_ref()
-        .map_or_else(|| "none".to_owned(), ToString::to_string);
+    // Named only when something is logged: most reconciles change nothing.
+    let named = || {
+        switch
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), ToString::to_string)
+    };
     match pause::sync(
         &api,
         &context.resource,
@@ -129,9 +132,10 @@ async fn sync_pause(
     .map_err(ReconcileError::Pause)?
     {
         PauseSync::Unchanged => {}
-        PauseSync::Set => info!(switch = %named, "paused its controller"),
-        PauseSync::Withdrawn => info!(switch = %named, "withdrew the pause"),
+        PauseSync::Set => info!(switch = %named(), "paused its controller"),
+        PauseSync::Withdrawn => info!(switch = %named(), "withdrew the pause"),
         PauseSync::OwnedElsewhere(conflict) => {
+            let named = named();
             let note = format!(
                 "the pause switch {named} is set to another value by another field manager; \
                  preflight leaves it alone and says so once, until its owners or its value change \

@@ -211,6 +211,21 @@ mod tests {
             "message": "the object has been modified", "code": 409})
     }
 
+    /// The next request, which must be a PATCH of `path`: its body, and where to answer it.
+    async fn next_patch(
+        handle: &mut mock::Handle<Request<Body>, Response<Body>>,
+        path: &str,
+    ) -> (Value, mock::SendResponse<Response<Body>>) {
+        let (request, send) = handle.next_request().await.expect("a patch");
+        assert_eq!(request.method(), Method::PATCH);
+        assert_eq!(request.uri().path(), path);
+        let body = http_body_util::BodyExt::collect(request.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        (serde_json::from_slice(&body).unwrap(), send)
+    }
+
     /// Serves the mock API: answers the Event, then `patches` status patches with a conflict (each
     /// followed by the fresh read it forces) and the next with success. Returns the resourceVersions the
     /// patches were guarded by.
@@ -229,17 +244,11 @@ mod tests {
         send.send_response(respond(StatusCode::CREATED, &serde_json::json!({})));
         let mut guarded_by = Vec::new();
         for attempt in 0..attempts {
-            let (request, send) = handle.next_request().await.expect("a status patch");
-            assert_eq!(request.method(), Method::PATCH);
-            assert_eq!(
-                request.uri().path(),
-                "/apis/example.com/v1/namespaces/ns/apps/shop/status"
-            );
-            let body = http_body_util::BodyExt::collect(request.into_body())
-                .await
-                .unwrap()
-                .to_bytes();
-            let patch: Value = serde_json::from_slice(&body).unwrap();
+            let (patch, send) = next_patch(
+                &mut handle,
+                "/apis/example.com/v1/namespaces/ns/apps/shop/status",
+            )
+            .await;
             guarded_by.push(
                 patch["metadata"]["resourceVersion"]
                     .as_str()
@@ -276,17 +285,9 @@ mod tests {
                     &serde_json::to_value(stored).unwrap(),
                 ));
                 if prunes {
-                    let (request, send) = handle.next_request().await.expect("an annotation patch");
-                    assert_eq!(request.method(), Method::PATCH);
-                    assert_eq!(
-                        request.uri().path(),
-                        "/apis/example.com/v1/namespaces/ns/apps/shop"
-                    );
-                    let body = http_body_util::BodyExt::collect(request.into_body())
-                        .await
-                        .unwrap()
-                        .to_bytes();
-                    let patch: Value = serde_json::from_slice(&body).unwrap();
+                    let (patch, send) =
+                        next_patch(&mut handle, "/apis/example.com/v1/namespaces/ns/apps/shop")
+                            .await;
                     let annotated = patch["metadata"]["annotations"][CONDITION_ANNOTATION]
                         .as_str()
                         .unwrap_or_default()
