@@ -521,6 +521,7 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
     for name in [
         "preflight-hold.deployments.apps",
         "preflight-hold.jobs.batch",
+        "preflight-hold.cronjobs.batch",
     ] {
         for plural in [
             "mutatingadmissionpolicybindings",
