@@ -78,7 +78,8 @@ func Condition(obj client.Object) (*metav1.Condition, error) {
 // obj's current generation. When it may not, the result says what to return from Reconcile: nothing to
 // requeue while the gate says False (the operator re-checks and the condition's change triggers the next
 // reconcile), a short recheck while the gate has not evaluated this generation yet. An object whose
-// condition cannot be read is not allowed.
+// condition cannot be read is not allowed, nor one whose condition carries no generation (built-in kinds
+// such as Deployment and Job, whose condition schema has none): hold those by their pause switch.
 func Allowed(obj client.Object) (bool, ctrl.Result) {
 	condition, err := Condition(obj)
 	if err != nil || condition == nil || condition.ObservedGeneration != obj.GetGeneration() {

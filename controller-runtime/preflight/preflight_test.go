@@ -35,6 +35,13 @@ func preflightCondition(status string, generation int64) map[string]any {
 	}
 }
 
+// withoutGeneration drops observedGeneration, as the API server does on kinds whose condition schema has
+// none (Deployment, Job).
+func withoutGeneration(condition map[string]any) map[string]any {
+	delete(condition, "observedGeneration")
+	return condition
+}
+
 func TestAllowedFollowsTheConditionAtTheCurrentGeneration(t *testing.T) {
 	ready := map[string]any{"type": "Ready", "status": "True", "reason": "Running", "message": "",
 		"lastTransitionTime": "2026-12-03T07:00:00Z"}
@@ -48,6 +55,8 @@ func TestAllowedFollowsTheConditionAtTheCurrentGeneration(t *testing.T) {
 		{"False waits for the condition to change", object(preflightCondition("False", 3)), false, ctrl.Result{}},
 		{"True of an older generation is not enough", object(preflightCondition("True", 2)), false,
 			ctrl.Result{RequeueAfter: NotEvaluatedRecheck}},
+		{"True without a generation (a built-in kind's status drops it) is not enough",
+			object(withoutGeneration(preflightCondition("True", 3))), false, ctrl.Result{RequeueAfter: NotEvaluatedRecheck}},
 		{"no condition yet", object(ready), false, ctrl.Result{RequeueAfter: NotEvaluatedRecheck}},
 	}
 	for _, c := range cases {
