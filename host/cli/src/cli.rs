@@ -9,6 +9,7 @@ mod operator;
 mod pack;
 mod run;
 mod scaffold;
+mod what_if;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -22,6 +23,8 @@ pub const EXIT_UNUSABLE: u8 = 1;
 pub const EXIT_FAILED_TESTS: u8 = 1;
 /// Exit status: bad usage or unreadable input.
 pub const EXIT_USAGE: u8 = 2;
+/// Exit status: some object's verdict would change (`what-if`), as `kubectl diff` says it.
+pub const EXIT_DIFFERENCES: u8 = 1;
 /// Exit status: the check did not proceed.
 pub const EXIT_NOT_PROCEED: u8 = 3;
 /// Exit status: the check returned an error or failed in a contained way (timeout, trap, invalid ...).
@@ -66,6 +69,50 @@ enum Command {
     /// only those parts: for checks in any language (the Rust SDK's `reads!` declares them at build time).
     /// `preflight test` then runs every fixture both ways and fails where the answers differ.
     DeclareReads(DeclareReadsArgs),
+    /// Evaluate a check against every live object of its kind, read-only, and list the objects whose
+    /// verdict would differ from what their `Preflight` condition says now, with totals: the "kubectl diff"
+    /// of a check rollout. The check is a local component with its settings, or a check ConfigMap in the
+    /// cluster; it is evaluated as the operator would (limits, grants, selector), as if enforced.
+    ///
+    /// Exit status: 0 no object would change, 1 some would (or could not be evaluated), 2 usage or an error.
+    WhatIf(WhatIfArgs),
+}
+
+#[derive(Debug, Args)]
+struct WhatIfArgs {
+    /// A local check component (.wasm), with --gates and the settings its ConfigMap would carry.
+    #[arg(
+        value_name = "FILE.wasm",
+        required_unless_present = "configmap",
+        conflicts_with = "configmap",
+        requires = "gates"
+    )]
+    check: Option<PathBuf>,
+    /// A check ConfigMap in the cluster instead (with its parts): NAMESPACE/NAME.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    configmap: Option<String>,
+    /// The kind a local check gates: `Kind.group`, or `Kind` for the core group.
+    #[arg(long, value_name = "KIND.GROUP")]
+    gates: Option<String>,
+    /// The namespace a local check would be shipped to: its credentials' Secrets are read there.
+    #[arg(long, default_value = "preflight-system")]
+    check_namespace: String,
+    /// A local check's configuration, as YAML or JSON (data key `config`).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Another data key of a local check's ConfigMap, as for `preflight pack` (`selector=@stage.yaml`,
+    /// `http=@http.yaml`, `timeout=500ms`); repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
+    /// Only objects in this namespace (default: every namespace).
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    /// Evaluations in flight at once.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    concurrency: u32,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    output: Format,
 }
 
 #[derive(Debug, Args)]
@@ -357,6 +404,7 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Pack(args) => pack::pack(args).await,
         Command::Scaffold(args) => scaffold::scaffold(args).map(|()| EXIT_PROCEED),
         Command::DeclareReads(args) => declare_reads::declare_reads(&args),
+        Command::WhatIf(args) => what_if::what_if(args).await,
     };
     result.unwrap_or_else(|problem| {
         eprintln!("error: {problem}");

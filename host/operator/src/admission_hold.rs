@@ -27,6 +27,7 @@
 
 use crate::field_managers::FIELD_MANAGER;
 use crate::pause::{HELD_AT_ADMISSION_ANNOTATION, PauseSwitch, SwitchTarget};
+use crate::vocabulary::ObjectSelector;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -214,6 +215,7 @@ fn mutation(switch: &PauseSwitch) -> Result<String, String> {
 pub(crate) fn hold_policy(
     resource: &ApiResource,
     switch: &PauseSwitch,
+    selector: Option<&ObjectSelector>,
     installation: &str,
 ) -> Result<HoldPolicy, String> {
     let name = policy_name(resource);
@@ -242,12 +244,16 @@ pub(crate) fn hold_policy(
             }],
         },
     });
-    let binding = json!({
+    let mut binding = json!({
         "apiVersion": api_version,
         "kind": "MutatingAdmissionPolicyBinding",
         "metadata": {"name": name, "labels": labels},
         "spec": {"policyName": name},
     });
+    // Objects outside every enforced check's selector are never held, not even for a moment.
+    if let Some(selector) = selector {
+        binding["spec"]["matchResources"] = json!({"objectSelector": selector.to_label_selector()});
+    }
     Ok(HoldPolicy {
         name,
         policy,
@@ -441,8 +447,8 @@ mod tests {
         ];
         for (switch, not_paused, mutation) in cases {
             let switch = PauseSwitch::parse(switch).expect("valid switch");
-            let hold =
-                hold_policy(&deployments(), &switch, "preflight-system").expect("can be held");
+            let hold = hold_policy(&deployments(), &switch, None, "preflight-system")
+                .expect("can be held");
             assert_eq!(hold.name, "preflight-hold.deployments.apps");
             assert_eq!(
                 expression(&hold, "/spec/matchConditions/0/expression"),
@@ -491,10 +497,29 @@ mod tests {
             ("field:spec.paused=null", "null"),
         ] {
             let switch = PauseSwitch::parse(switch).expect("valid switch");
-            let problem = hold_policy(&deployments(), &switch, "preflight-system")
+            let problem = hold_policy(&deployments(), &switch, None, "preflight-system")
                 .expect_err("cannot be held");
             assert!(problem.contains(reason), "{switch}: {problem}");
         }
+    }
+
+    #[test]
+    fn a_staged_kind_binds_the_policy_to_its_selector_only() {
+        let switch = PauseSwitch::parse("field:spec.paused=true").unwrap();
+        let everything = hold_policy(&deployments(), &switch, None, "ops").unwrap();
+        assert!(everything.binding["spec"].get("matchResources").is_none());
+        let staging = ObjectSelector::parse(
+            "matchLabels: {env: staging}\nmatchExpressions: [{key: tier, operator: Exists}]",
+        )
+        .unwrap();
+        let staged = hold_policy(&deployments(), &switch, Some(&staging), "ops").unwrap();
+        assert_eq!(
+            staged.binding["spec"]["matchResources"]["objectSelector"],
+            json!({
+                "matchLabels": {"env": "staging"},
+                "matchExpressions": [{"key": "tier", "operator": "Exists"}],
+            })
+        );
     }
 
     #[test]
@@ -575,7 +600,7 @@ mod tests {
         let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
         let mut holds = AdmissionHolds::new(&Client::new(service, "default"), "ops".into());
         let switch = PauseSwitch::parse("field:spec.paused=true").unwrap();
-        let hold = hold_policy(&deployments(), &switch, "ops").unwrap();
+        let hold = hold_policy(&deployments(), &switch, None, "ops").unwrap();
         let name = "preflight-hold.deployments.apps";
         let server = tokio::spawn(async move {
             let query = answer(&mut handle, Method::GET, POLICIES, empty_list()).await;

@@ -6,7 +6,9 @@
 
 use crate::kind::GatedKind;
 use crate::pause::{PauseSwitch, agreed};
-use crate::vocabulary::{CheckSettings, CheckSource, FailurePolicy, Rejection, RejectionCause};
+use crate::vocabulary::{
+    CheckMode, CheckSettings, CheckSource, FailurePolicy, ObjectSelector, Rejection, RejectionCause,
+};
 use preflight_engine::{Check, Digest, Engine, GrantHolder, Grants};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -32,6 +34,8 @@ impl LoadedCheck {
         let check = engine.load(&source.component).map_err(|error| Rejection {
             gates: Some(source.settings.gates.clone()),
             failure_policy: source.settings.failure_policy,
+            mode: source.settings.mode,
+            selector: source.settings.selector.clone(),
             cause: error
                 .component_problem()
                 .map_or(RejectionCause::Host, RejectionCause::Component),
@@ -53,6 +57,8 @@ impl LoadedCheck {
         Rejection {
             gates: Some(self.settings.gates.clone()),
             failure_policy: self.settings.failure_policy,
+            mode: self.settings.mode,
+            selector: self.settings.selector.clone(),
             problem,
             cause,
         }
@@ -75,6 +81,10 @@ pub enum GateEntry {
         name: String,
         /// Its failure policy, as far as it could be read.
         failure_policy: FailurePolicy,
+        /// Its mode, as far as it could be read.
+        mode: CheckMode,
+        /// Its selector, as far as it could be read.
+        selector: Option<ObjectSelector>,
         /// What is wrong.
         problem: String,
     },
@@ -225,6 +235,8 @@ impl CheckSet {
                     (None, Some(rejection)) => GateEntry::Unavailable {
                         name: name.clone(),
                         failure_policy: rejection.failure_policy,
+                        mode: rejection.mode,
+                        selector: rejection.selector.clone(),
                         problem: rejection.problem.clone(),
                     },
                     (None, None) => return None,
@@ -292,15 +304,64 @@ fn same_version(a: &LoadedCheck, b: &LoadedCheck) -> bool {
     a.digest() == b.digest() && a.settings == b.settings
 }
 
-/// The switch the usable checks among `entries` (one kind's) agree on: `Ok(None)` when none sets one, an
-/// error naming the disagreement when they differ.
+/// The switch the usable enforced checks among `entries` (one kind's) agree on: `Ok(None)` when none sets
+/// one, an error naming the disagreement when they differ. A monitored check's switch counts only once it
+/// is enforced: monitoring never pauses anything, not even at admission.
 pub(crate) fn switch_of(entries: &[GateEntry]) -> Result<Option<PauseSwitch>, String> {
     agreed(entries.iter().filter_map(|entry| match entry {
-        GateEntry::Ready(check) => {
+        GateEntry::Ready(check) if check.settings.mode == CheckMode::Enforce => {
             Some((check.settings.name.as_str(), check.settings.pause.as_ref()))
         }
-        GateEntry::Unavailable { .. } => None,
+        GateEntry::Ready(_) | GateEntry::Unavailable { .. } => None,
     }))
+}
+
+/// The selector covering every object the usable enforced checks among `entries` gate: `Some` when they
+/// all have the same selector, `None` when one gates every object (or they differ: the admission policy
+/// then holds every object, and the operator releases those no check selects at once).
+pub(crate) fn selector_of(entries: &[GateEntry]) -> Option<ObjectSelector> {
+    common_selector(entries.iter().filter_map(|entry| match entry {
+        GateEntry::Ready(check) if check.settings.mode == CheckMode::Enforce => {
+            Some(check.settings.selector.as_ref())
+        }
+        GateEntry::Ready(_) | GateEntry::Unavailable { .. } => None,
+    }))
+}
+
+/// The one selector all of `selectors` are (`None` for no selector at all, or when one is `None` or two
+/// differ).
+fn common_selector<'a>(
+    mut selectors: impl Iterator<Item = Option<&'a ObjectSelector>>,
+) -> Option<ObjectSelector> {
+    let first = selectors.next()??;
+    selectors
+        .all(|selector| selector == Some(first))
+        .then(|| first.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admission_policy_selects_only_what_every_enforced_check_selects() {
+        let staging = ObjectSelector::parse("matchLabels: {env: staging}").unwrap();
+        let production = ObjectSelector::parse("matchLabels: {env: production}").unwrap();
+        let table: [(&[Option<&ObjectSelector>], Option<&ObjectSelector>); 5] = [
+            (&[], None),
+            (&[Some(&staging)], Some(&staging)),
+            (&[Some(&staging), Some(&staging)], Some(&staging)),
+            (&[Some(&staging), None], None),
+            (&[Some(&staging), Some(&production)], None),
+        ];
+        for (selectors, expected) in table {
+            assert_eq!(
+                common_selector(selectors.iter().copied()).as_ref(),
+                expected,
+                "{selectors:?}"
+            );
+        }
+    }
 }
 
 /// A kind's switch, resolved once per revision of its checks: the reconcile path reads it for every object,

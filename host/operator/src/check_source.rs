@@ -13,7 +13,8 @@ use crate::kind::GatedKind;
 use crate::parts;
 use crate::pause::PauseSwitch;
 use crate::vocabulary::{
-    CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection, RejectionCause,
+    CheckMode, CheckSettings, CheckSource, FailurePolicy, ObjectSelector, OutputsPlacement,
+    Rejection, RejectionCause,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use preflight_engine::{Digest, Isolation, Limits};
@@ -142,6 +143,11 @@ pub fn from_config_maps(
     let outputs = text("outputs")
         .and_then(|value| noted(&mut problems, OutputsPlacement::parse(value)))
         .unwrap_or_default();
+    let mode = text("mode")
+        .and_then(|value| noted(&mut problems, CheckMode::parse(value)))
+        .unwrap_or_default();
+    let selector =
+        text("selector").and_then(|value| noted(&mut problems, ObjectSelector::parse(value)));
     let component = match text(PARTS_KEY) {
         Some(count) => parts::assemble(&name, count, text("sha256"), parts)
             .and_then(|bytes| decompress(&bytes)),
@@ -171,12 +177,16 @@ pub fn from_config_maps(
                 pause,
                 capabilities,
                 outputs,
+                mode,
+                selector,
             },
             component,
         }),
         (gates, _) => Err(Rejection {
             gates,
             failure_policy,
+            mode,
+            selector,
             problem: problems.join("; "),
             cause: RejectionCause::ConfigMap,
         }),
@@ -492,6 +502,73 @@ mod tests {
             &[("c", WASM)],
         ));
         assert_mentions(&bad_kind, &["is not a kind"]);
+    }
+
+    #[test]
+    fn reads_the_mode_and_the_selector_and_keeps_them_when_the_check_is_rejected() {
+        let selector = "matchLabels: {env: staging}\nmatchExpressions:\n- {key: tier, operator: In, values: [web, api]}";
+        let source = from_config_maps_alone(
+            &config_map(
+                &[(GATES_LABEL, "App.example.com")],
+                &[("mode", "monitor"), ("selector", selector)],
+                &[(COMPONENT_KEY, WASM)],
+            ),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(source.settings.mode, CheckMode::Monitor);
+        let chosen = source.settings.selector.clone().unwrap();
+        let labels = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect()
+        };
+        assert!(chosen.matches(&labels(&[("env", "staging"), ("tier", "web")])));
+        assert!(!chosen.matches(&labels(&[("env", "production"), ("tier", "web")])));
+        assert!(!chosen.matches(&labels(&[("env", "staging")])));
+        // Without a component the check is rejected, but what it gates is still known.
+        let broken = rejection(&config_map(
+            &[(GATES_LABEL, "App.example.com")],
+            &[("mode", "monitor"), ("selector", selector)],
+            &[],
+        ));
+        assert_eq!(broken.mode, CheckMode::Monitor);
+        assert_eq!(broken.selector, Some(chosen));
+    }
+
+    #[test]
+    fn refuses_an_unknown_mode_and_a_selector_it_cannot_read_exactly() {
+        for (mode, selector, problem) in [
+            (
+                "audit",
+                "matchLabels: {env: staging}",
+                "mode `audit` is neither enforce nor monitor",
+            ),
+            (
+                "enforce",
+                "matchLabel: {env: staging}",
+                "unknown key `matchLabel`",
+            ),
+            ("enforce", "env=staging", "selector is not a label selector"),
+            (
+                "enforce",
+                "matchExpressions: [{key: env, operator: Near, values: [a]}]",
+                "Invalid expression operator",
+            ),
+            (
+                "enforce",
+                "matchExpressions: [{key: env, operator: In}]",
+                "Expected values",
+            ),
+        ] {
+            let refused = rejection(&config_map(
+                &[(GATES_LABEL, "App.example.com")],
+                &[("mode", mode), ("selector", selector)],
+                &[(COMPONENT_KEY, WASM)],
+            ));
+            assert_mentions(&refused, &[problem]);
+        }
     }
 
     fn assert_mentions(rejection: &Rejection, expected: &[&str]) {

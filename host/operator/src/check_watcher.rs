@@ -120,60 +120,76 @@ impl CheckWatcher {
     /// cannot be listed: the check is then rejected for its missing parts, and loaded again when a part
     /// arrives).
     async fn parts_of(&self, config_map: &ConfigMap) -> Vec<ConfigMap> {
-        let in_parts = config_map
-            .data
-            .as_ref()
-            .is_some_and(|data| data.contains_key(PARTS_KEY));
-        if !in_parts {
-            return Vec::new();
-        }
-        let namespace = config_map.namespace().unwrap_or_default();
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace);
-        let selector = format!("{PART_OF_LABEL}={}", config_map.name_any());
-        match api.list(&ListParams::default().labels(&selector)).await {
-            Ok(list) => list.items,
-            Err(error) => {
+        parts_of(&self.client, config_map)
+            .await
+            .unwrap_or_else(|error| {
                 error!(check = %check_name(config_map), %error, "listing the check's parts");
                 Vec::new()
-            }
-        }
+            })
     }
 
-    /// Grants a compiled check what its ConfigMap says (credentials read from their Secret in the check's
-    /// namespace), then has the check validate its configuration; either failing rejects this version.
-    async fn prepare(&self, mut check: LoadedCheck) -> Result<LoadedCheck, Rejection> {
-        let namespace = check
-            .settings
-            .name
-            .split_once('/')
-            .map_or("", |(namespace, _)| namespace)
-            .to_owned();
-        let capabilities = check.settings.capabilities.clone();
-        if let Some(http) = &capabilities.http {
-            let secrets = Api::namespaced(self.client.clone(), &namespace);
-            let grant = http.grant(&secrets, &namespace).await;
-            check.grants.http =
-                Some(grant.map_err(|problem| check.rejection(RejectionCause::Grant, problem))?);
-        }
-        if let Some(lookups) = capabilities.lookups {
-            check.grants.lookups_per_evaluation = lookups.per_evaluation;
-            check.grants.cluster = Some(Arc::new(GrantedLookups::new(
-                lookups,
-                Arc::clone(&self.lookups),
-            )));
-        }
-        let validated = self
-            .engine
-            .validate_config(&check.check, &check.settings.config, &check.settings.limits)
-            .await;
-        validated.map_err(|failure| {
-            check.rejection(
-                RejectionCause::Configuration,
-                format!("the check rejects its configuration: {}", failure.message),
-            )
-        })?;
-        Ok(check)
+    async fn prepare(&self, check: LoadedCheck) -> Result<LoadedCheck, Rejection> {
+        prepare(&self.client, &self.engine, &self.lookups, check).await
     }
+}
+
+/// The part ConfigMaps of `config_map`, a check that may be shipped in parts (none when it is not).
+pub(crate) async fn parts_of(
+    client: &Client,
+    config_map: &ConfigMap,
+) -> Result<Vec<ConfigMap>, kube::Error> {
+    let in_parts = config_map
+        .data
+        .as_ref()
+        .is_some_and(|data| data.contains_key(PARTS_KEY));
+    if !in_parts {
+        return Ok(Vec::new());
+    }
+    let namespace = config_map.namespace().unwrap_or_default();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let selector = format!("{PART_OF_LABEL}={}", config_map.name_any());
+    Ok(api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
+}
+
+/// Grants a compiled check what its ConfigMap says (credentials read from their Secret in the check's
+/// namespace, lookups served from `lookups`), then has the check validate its configuration; either
+/// failing rejects this version.
+pub(crate) async fn prepare(
+    client: &Client,
+    engine: &Engine,
+    lookups: &Arc<ObjectCaches>,
+    mut check: LoadedCheck,
+) -> Result<LoadedCheck, Rejection> {
+    let namespace = check
+        .settings
+        .name
+        .split_once('/')
+        .map_or("", |(namespace, _)| namespace)
+        .to_owned();
+    let capabilities = check.settings.capabilities.clone();
+    if let Some(http) = &capabilities.http {
+        let secrets = Api::namespaced(client.clone(), &namespace);
+        let grant = http.grant(&secrets, &namespace).await;
+        check.grants.http =
+            Some(grant.map_err(|problem| check.rejection(RejectionCause::Grant, problem))?);
+    }
+    if let Some(settings) = capabilities.lookups {
+        check.grants.lookups_per_evaluation = settings.per_evaluation;
+        check.grants.cluster = Some(Arc::new(GrantedLookups::new(settings, Arc::clone(lookups))));
+    }
+    let validated = engine
+        .validate_config(&check.check, &check.settings.config, &check.settings.limits)
+        .await;
+    validated.map_err(|failure| {
+        check.rejection(
+            RejectionCause::Configuration,
+            format!("the check rejects its configuration: {}", failure.message),
+        )
+    })?;
+    Ok(check)
 }
 
 /// Loads a check again when one of its parts is created, changed or deleted after it (parts are applied
@@ -265,6 +281,8 @@ impl Loader {
                 Err(Rejection {
                     gates: None,
                     failure_policy: Default::default(),
+                    mode: Default::default(),
+                    selector: None,
                     problem: format!("compilation did not finish: {join_error}"),
                     cause: RejectionCause::Host,
                 })

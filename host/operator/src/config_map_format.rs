@@ -10,7 +10,7 @@ pub const COMPONENT_KEY: &str = "check.wasm";
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The `data` keys a check ConfigMap may carry; any other key is rejected as a likely typo.
-pub(crate) const DATA_KEYS: [&str; 16] = [
+pub(crate) const DATA_KEYS: [&str; 18] = [
     "gates",
     "versions",
     "order",
@@ -27,6 +27,8 @@ pub(crate) const DATA_KEYS: [&str; 16] = [
     "lookups",
     "outputs",
     "parts",
+    "mode",
+    "selector",
 ];
 
 /// The label naming the check ConfigMap a part belongs to.

@@ -6,7 +6,7 @@ use crate::condition::Placement;
 use crate::events::EventPublisher;
 use crate::gate::Gate;
 use crate::kind::GatedKind;
-use crate::metrics::Metrics;
+use crate::metrics::{HeldObjects, Metrics};
 use crate::pause::ReportedConflicts;
 use crate::status_writer::StatusWriter;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -54,6 +54,8 @@ pub(crate) struct KindContext {
     pub pause: KindSwitch,
     /// The pause conflicts already reported on its objects.
     pub pause_conflicts: Arc<ReportedConflicts>,
+    /// Which of its objects are held, per mode (the `preflight_objects_held` gauges).
+    pub held: Arc<HeldObjects>,
 }
 
 impl KindContext {

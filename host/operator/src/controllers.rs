@@ -4,12 +4,13 @@
 //! [`crate::reconcile`], what starts one in [`crate::triggers`].
 
 use crate::admission_hold::{AdmissionHolds, hold_policy};
-use crate::check_set::{CheckSet, GateEntry, KindSwitch, switch_of};
-use crate::condition::{Placement, existing_condition};
+use crate::check_set::{CheckSet, GateEntry, KindSwitch, selector_of, switch_of};
+use crate::condition::{ConditionType, Placement, existing_condition};
 use crate::context::{KindContext, Shared};
 use crate::kind::GatedKind;
 use crate::pause::{self, ReportedConflicts};
 use crate::reconcile::{error_policy, reconcile};
+use crate::status_writer::ConditionUpdate;
 use crate::summary::summarize;
 use crate::triggers::{check_changes, reconcile_triggers};
 use futures::StreamExt;
@@ -42,6 +43,7 @@ async fn run_kind(context: Arc<KindContext>, stop: oneshot::Receiver<()>) {
             .reflect(writer),
         context.shared.writer.recorded().clone(),
         context.pause_conflicts.clone(),
+        context.held.clone(),
         context.placement,
     );
     let triggers = check_changes(context.shared.gate.checks().clone(), context.kind.clone());
@@ -58,6 +60,7 @@ async fn run_kind(context: Arc<KindContext>, stop: oneshot::Receiver<()>) {
             }
         })
         .await;
+    context.held.clear();
 }
 
 /// Finds how the server serves `kind`: its resource and where its condition goes. Prefers the group's
@@ -214,10 +217,17 @@ impl Holds {
             .iter()
             .filter(|(kind, _)| shared.hold_at_admission && wanted.contains(*kind));
         for (kind, controller) in held {
-            let Ok(Some(switch)) = switch_of(&checks.for_kind(kind)) else {
+            let entries = checks.for_kind(kind);
+            let Ok(Some(switch)) = switch_of(&entries) else {
                 continue;
             };
-            match hold_policy(&controller.resource, &switch, &shared.installation) {
+            let selector = selector_of(&entries);
+            match hold_policy(
+                &controller.resource,
+                &switch,
+                selector.as_ref(),
+                &shared.installation,
+            ) {
                 Ok(policy) => {
                     kinds_by_policy.insert(policy.name.clone(), kind.clone());
                     policies.push(policy);
@@ -402,6 +412,7 @@ fn start(
         placement,
         pause: KindSwitch::default(),
         pause_conflicts: Arc::default(),
+        held: Arc::new(shared.metrics.held_objects(&kind.to_string())),
     });
     let (stop, stopped) = oneshot::channel();
     let task =
@@ -443,11 +454,24 @@ async fn release(shared: &Shared, kind: &GatedKind, resource: &ApiResource, plac
     };
     let summary = summarize(&decision, &[]);
     let no_conflicts = ReportedConflicts::default();
+    // Says NoChecks where the operator said something, and takes back what monitored checks said.
+    let updates = [
+        ConditionUpdate {
+            condition_type: ConditionType::Preflight,
+            summary: Some(&summary),
+            warning: false,
+        },
+        ConditionUpdate {
+            condition_type: ConditionType::Monitor,
+            summary: None,
+            warning: false,
+        },
+    ];
     for object in &objects.items {
-        if existing_condition(object, placement).is_some()
+        if existing_condition(object, placement, ConditionType::Preflight).is_some()
             && let Err(error) = shared
                 .writer
-                .record(resource, placement, object, &summary, false)
+                .record_all(resource, placement, object, &updates)
                 .await
         {
             warn!(%kind, object = %object.name_any(), %error, "cannot release object");

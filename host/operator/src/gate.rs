@@ -5,7 +5,7 @@
 use crate::check_set::{CheckSet, GateEntry, LoadedCheck};
 use crate::kind::GatedKind;
 use crate::summary::{CheckRun, Summary, summarize};
-use crate::vocabulary::{FailurePolicy, OutputsPlacement};
+use crate::vocabulary::{CheckMode, CheckSettings, FailurePolicy, OutputsPlacement};
 use preflight_engine::action::{Action, BACKOFF_MAX, Decision, decide};
 use preflight_engine::{
     Check, CheckOutcome, Engine, Evaluation, Failure, FailureKind, LogLevel, Request, Target,
@@ -29,7 +29,22 @@ pub struct GateResult {
     pub decision: Decision,
     /// The condition to record: whether the object may proceed, why, in a sentence.
     pub summary: Summary,
-    /// Every check that ran, in order.
+    /// Every enforced check that ran, in order.
+    pub runs: Vec<CheckRun>,
+    /// What the kind's monitored checks (`mode: monitor`) would have decided; `None` when none of them
+    /// gates the object. Never part of [`GateResult::decision`].
+    pub monitor: Option<MonitorResult>,
+}
+
+/// The verdict of the monitored checks of a kind on one object, combined as if they were enforced alone.
+#[derive(Debug, Clone)]
+pub struct MonitorResult {
+    /// What they would have decided (with their own failure count: a failing monitored check never backs
+    /// off the enforced evaluation).
+    pub decision: Decision,
+    /// The `PreflightMonitor` condition to record.
+    pub summary: Summary,
+    /// Every monitored check that ran, in order.
     pub runs: Vec<CheckRun>,
 }
 
@@ -74,11 +89,14 @@ impl Gate {
         &self.checks
     }
 
-    /// Runs every check of `kind` on `object` (a Kubernetes object as JSON) in order and decides. Never
-    /// fails: whatever a check does ends up classified in the result.
+    /// Runs every check of `kind` that gates `object` (a Kubernetes object as JSON: its version and labels
+    /// pick the checks) in order and decides on the enforced ones; the monitored ones are combined apart.
+    /// Never fails: whatever a check does ends up classified in the result.
     pub async fn evaluate(&self, kind: &GatedKind, object: serde_json::Value) -> GateResult {
         let target = Target::of_object(&object);
         let key = object_key(&object, &target);
+        let entries = self.checks.for_kind(kind);
+        let labels = labels_for(&entries, &object);
         // One request for every check of the object; the configuration, and the object's projection for
         // checks that declared their reads, change between checks.
         let mut input = Input::new(object);
@@ -89,48 +107,76 @@ impl Gate {
             now: SystemTime::now(),
         };
         let mut runs = Vec::new();
-        for entry in self.checks.for_kind(kind) {
-            let run = match entry {
-                GateEntry::Ready(check)
-                    if check.settings.suspended && applies(&check, &request.target) =>
-                {
-                    suspended(&check)
+        let mut monitored = Vec::new();
+        for entry in entries {
+            let (run, mode) = match entry {
+                GateEntry::Ready(check) if !applies(&check.settings, &request.target, &labels) => {
+                    continue;
                 }
-                GateEntry::Ready(check) if applies(&check, &request.target) => {
+                GateEntry::Ready(check) if check.settings.suspended => {
+                    (suspended(&check), check.settings.mode)
+                }
+                GateEntry::Ready(check) => {
                     request.object = input.take_for(&check.check);
                     let run = self.run(&check, &mut request).await;
                     input.give_back(&check.check, std::mem::take(&mut request.object));
-                    run
+                    (run, check.settings.mode)
                 }
-                GateEntry::Ready(_) => continue,
+                GateEntry::Unavailable { selector, .. }
+                    if selector
+                        .as_ref()
+                        .is_some_and(|selector| !selector.matches(&labels)) =>
+                {
+                    continue;
+                }
                 GateEntry::Unavailable {
                     name,
                     failure_policy,
+                    mode,
                     problem,
-                } => with_policy(
-                    name.clone(),
-                    failure_policy,
-                    Err(Failure::new(
-                        FailureKind::InvalidComponent,
-                        format!("no usable version of the check: {problem}"),
-                    )),
-                    Duration::ZERO,
-                    OutputsPlacement::default(),
+                    ..
+                } => (
+                    with_policy(
+                        name.clone(),
+                        failure_policy,
+                        Err(Failure::new(
+                            FailureKind::InvalidComponent,
+                            format!("no usable version of the check: {problem}"),
+                        )),
+                        Duration::ZERO,
+                        OutputsPlacement::default(),
+                    ),
+                    mode,
                 ),
             };
-            runs.push(run);
+            match mode {
+                CheckMode::Enforce => runs.push(run),
+                CheckMode::Monitor => monitored.push(run),
+            }
         }
-        let decision = {
-            let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-            let decision = decide(runs.iter().map(|run| &run.outcome), failures.get(&key));
-            failures.set(key, decision.failures, Instant::now());
-            decision
-        };
+        let monitor = (!monitored.is_empty()).then(|| {
+            let decision = self.decide(format!("{key}{MONITOR_KEY_SUFFIX}"), &monitored);
+            MonitorResult {
+                summary: summarize(&decision, &monitored),
+                decision,
+                runs: monitored,
+            }
+        });
+        let decision = self.decide(key, &runs);
         GateResult {
             summary: summarize(&decision, &runs),
             decision,
             runs,
+            monitor,
         }
+    }
+
+    /// Combines `runs` with the failure count kept under `key`, and keeps the new count.
+    fn decide(&self, key: String, runs: &[CheckRun]) -> Decision {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let decision = decide(runs.iter().map(|run| &run.outcome), failures.get(&key));
+        failures.set(key, decision.failures, Instant::now());
+        decision
     }
 
     async fn run(&self, check: &LoadedCheck, request: &mut Request) -> CheckRun {
@@ -227,10 +273,52 @@ pub fn controller_action(action: Action) -> kube::runtime::controller::Action {
     }
 }
 
-/// Whether a check restricted to some versions applies to an object of this version.
-fn applies(check: &LoadedCheck, target: &Target) -> bool {
-    let versions = &check.settings.versions;
-    versions.is_empty() || versions.contains(&target.version)
+/// The controller action after an evaluation with monitored checks: the enforced decision's, unless the
+/// monitored checks ask to be evaluated sooner (a monitored verdict stays as fresh as it would be
+/// enforced, so that switching to `enforce` holds what the monitor said it would).
+pub(crate) fn next_evaluation(
+    enforced: Action,
+    monitored: Option<Action>,
+) -> kube::runtime::controller::Action {
+    let sooner = match (enforced.delay(), monitored.and_then(Action::delay)) {
+        (Some(enforced_delay), Some(monitored_delay)) if monitored_delay < enforced_delay => {
+            Action::Requeue(monitored_delay)
+        }
+        (None, Some(monitored_delay)) => Action::Requeue(monitored_delay),
+        _ => enforced,
+    };
+    controller_action(sooner)
+}
+
+/// Appended to an object's key for the failure count of its monitored checks.
+const MONITOR_KEY_SUFFIX: &str = "\0monitor";
+
+/// Whether a check gates an object of this version with these labels (its `versions` and `selector`).
+fn applies(settings: &CheckSettings, target: &Target, labels: &BTreeMap<String, String>) -> bool {
+    (settings.versions.is_empty() || settings.versions.contains(&target.version))
+        && settings
+            .selector
+            .as_ref()
+            .is_none_or(|selector| selector.matches(labels))
+}
+
+/// The object's labels, when some of `entries` has a selector (empty otherwise, or when it has none).
+fn labels_for(entries: &[GateEntry], object: &serde_json::Value) -> BTreeMap<String, String> {
+    let selects = entries.iter().any(|entry| match entry {
+        GateEntry::Ready(check) => check.settings.selector.is_some(),
+        GateEntry::Unavailable { selector, .. } => selector.is_some(),
+    });
+    object
+        .pointer("/metadata/labels")
+        .and_then(|labels| labels.as_object())
+        .filter(|_| selects)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The object a gate evaluates, without `metadata.managedFields` (the API server's bookkeeping, often the
@@ -353,6 +441,46 @@ fn suspended(check: &LoadedCheck) -> CheckRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn monitored_checks_ask_for_an_evaluation_only_sooner_than_the_enforced_ones() {
+        use kube::runtime::controller::Action as Controller;
+        let seconds = Duration::from_secs;
+        let proceed = Action::Proceed {
+            recheck_after: None,
+        };
+        let table = [
+            (proceed, None, Controller::await_change()),
+            (
+                proceed,
+                Some(Action::AwaitChange),
+                Controller::await_change(),
+            ),
+            (
+                proceed,
+                Some(Action::Requeue(seconds(10))),
+                Controller::requeue(seconds(10)),
+            ),
+            (
+                Action::Requeue(seconds(30)),
+                Some(Action::Backoff(seconds(1))),
+                Controller::requeue(seconds(1)),
+            ),
+            (
+                Action::Requeue(seconds(5)),
+                Some(Action::Requeue(seconds(60))),
+                Controller::requeue(seconds(5)),
+            ),
+            (Action::Stop, Some(Action::Stop), Controller::await_change()),
+        ];
+        for (enforced, monitored, expected) in table {
+            assert_eq!(
+                next_evaluation(enforced, monitored),
+                expected,
+                "{enforced:?} with {monitored:?}"
+            );
+        }
+    }
 
     fn verdict(proceed: bool, delay: Option<u64>, reason: &str, message: &str) -> CheckOutcome {
         Ok(Verdict {

@@ -11,7 +11,8 @@
 //! `gate`, `condition` (the `Preflight` condition), `status_writer` and `events` (where outcomes are
 //! recorded), `recorded_conditions` (telling our writes from others'), `controllers` (one per gated kind),
 //! `pause` (pause switches of controllers that do not embed the gate), `admission_hold` (setting them in the
-//! creating request), `leader`, `metrics`, `http`.
+//! creating request), `leader`, `metrics`, `http`; `what_if` evaluates a candidate check against live
+//! objects, read-only, for `preflight what-if`.
 
 #![warn(missing_docs)]
 
@@ -43,17 +44,22 @@ mod status_writer;
 mod summary;
 mod triggers;
 mod vocabulary;
+pub mod what_if;
 
 pub use capabilities::{CapabilitySettings, Credentials, HttpSettings, LookupSettings};
 pub use check_set::{CheckSet, GateEntry, LoadedCheck};
 pub use check_watcher::CheckSelection;
-pub use condition::{CONDITION_ANNOTATION, CONDITION_TYPE, PreflightCondition, condition_of};
+pub use condition::{
+    CONDITION_ANNOTATION, CONDITION_TYPE, MONITOR_CONDITION_ANNOTATION, MONITOR_CONDITION_TYPE,
+    PreflightCondition, condition_of, monitor_condition_of,
+};
 pub use config_map_format::{
-    DEFAULT_PART_BYTES, GATES_LABEL, MAX_PARTS, PART_LABEL, PART_OF_LABEL, PARTS_KEY, VERSION_LABEL,
+    COMPONENT_KEY, DEFAULT_PART_BYTES, GATES_LABEL, MAX_PARTS, PART_LABEL, PART_OF_LABEL,
+    PARTS_KEY, VERSION_LABEL,
 };
 pub use error::Error;
 pub use field_managers::{FIELD_MANAGER, PAUSE_FIELD_MANAGER};
-pub use gate::{Gate, GateResult, controller_action};
+pub use gate::{Gate, GateResult, MonitorResult, controller_action};
 pub use kind::GatedKind;
 pub use leader::LeaderElection;
 pub use lookups::{GrantedLookups, ObjectCaches};
@@ -63,7 +69,8 @@ pub use pause::PauseSwitch;
 pub use preflight_engine as engine;
 pub use summary::{CheckRun, Summary};
 pub use vocabulary::{
-    CheckSettings, CheckSource, FailurePolicy, OutputsPlacement, Rejection, RejectionCause,
+    CheckMode, CheckSettings, CheckSource, FailurePolicy, ObjectSelector, OutputsPlacement,
+    Rejection, RejectionCause,
 };
 
 use check_watcher::CheckWatcher;

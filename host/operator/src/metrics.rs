@@ -2,12 +2,15 @@
 //! errors, check load failures, loaded checks, status writes).
 
 use crate::summary::CheckRun;
+use crate::vocabulary::CheckMode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Labels of per-check series.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -16,6 +19,8 @@ pub struct CheckLabels {
     pub kind: String,
     /// The check (`namespace/name`).
     pub check: String,
+    /// The check's mode: `enforce` or `monitor`.
+    pub mode: String,
 }
 
 /// Labels of evaluation counts.
@@ -25,8 +30,19 @@ pub struct OutcomeLabels {
     pub kind: String,
     /// The check.
     pub check: String,
+    /// The check's mode: `enforce` or `monitor`.
+    pub mode: String,
     /// `proceed`, `not-proceed`, `ignored`, `suspended`, or a failure kind (`check`, `timeout`, `memory`, `trap`, ...).
     pub outcome: String,
+}
+
+/// Labels of the held-objects gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HeldLabels {
+    /// The gated kind.
+    pub kind: String,
+    /// `enforce`: objects the gate holds; `monitor`: objects the monitored checks would hold.
+    pub mode: String,
 }
 
 /// Labels of check load failures.
@@ -87,6 +103,8 @@ pub struct Metrics {
     pub checks_loaded: Family<KindLabels, Gauge>,
     /// Writes of the Preflight condition (status or annotation).
     pub status_writes: Family<KindLabels, Counter>,
+    /// Objects whose latest verdict does not proceed, per kind and mode.
+    pub objects_held: Family<HeldLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -98,6 +116,7 @@ impl Default for Metrics {
         let check_load_failures = Family::default();
         let checks_loaded = Family::default();
         let status_writes = Family::default();
+        let objects_held = Family::default();
         registry.register(
             "evaluations",
             "Check evaluations by outcome",
@@ -128,6 +147,11 @@ impl Default for Metrics {
             "Writes of the Preflight condition",
             status_writes.clone(),
         );
+        registry.register(
+            "objects_held",
+            "Objects whose latest verdict does not proceed (mode=monitor: would not)",
+            objects_held.clone(),
+        );
         Self {
             registry,
             evaluations,
@@ -136,6 +160,7 @@ impl Default for Metrics {
             check_load_failures,
             checks_loaded,
             status_writes,
+            objects_held,
         }
     }
 }
@@ -157,8 +182,24 @@ impl Metrics {
         drop(self.checks_loaded.get_or_create(&labels));
     }
 
-    /// Counts the runs of one gate evaluation.
-    pub fn record_runs(&self, kind: &str, runs: &[CheckRun]) {
+    /// The held-objects gauges of a kind, one per mode.
+    pub(crate) fn held_objects(&self, kind: &str) -> HeldObjects {
+        let gauge = |mode: CheckMode| {
+            self.objects_held
+                .get_or_create(&HeldLabels {
+                    kind: kind.to_owned(),
+                    mode: mode.as_str().to_owned(),
+                })
+                .clone()
+        };
+        HeldObjects {
+            gauges: [gauge(CheckMode::Enforce), gauge(CheckMode::Monitor)],
+            held: Mutex::default(),
+        }
+    }
+
+    /// Counts the runs of one gate evaluation, by the mode of their checks.
+    pub fn record_runs(&self, kind: &str, runs: &[CheckRun], mode: CheckMode) {
         for run in runs {
             let outcome = match (&run.outcome, &run.ignored) {
                 _ if run.suspended => "suspended",
@@ -171,6 +212,7 @@ impl Metrics {
                 .get_or_create(&OutcomeLabels {
                     kind: kind.to_owned(),
                     check: run.name.clone(),
+                    mode: mode.as_str().to_owned(),
                     outcome: outcome.to_owned(),
                 })
                 .inc();
@@ -179,6 +221,7 @@ impl Metrics {
                     .get_or_create(&CheckLabels {
                         kind: kind.to_owned(),
                         check: run.name.clone(),
+                        mode: mode.as_str().to_owned(),
                     })
                     .observe(run.duration.as_secs_f64());
             }
@@ -191,6 +234,68 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+/// Which objects of one kind are held, per mode, behind the `preflight_objects_held` gauges: set from
+/// each verdict, forgotten when the object is deleted, zeroed when the kind's controller stops.
+#[derive(Debug)]
+pub(crate) struct HeldObjects {
+    gauges: [Gauge; 2],
+    held: Mutex<HashMap<String, [bool; 2]>>,
+}
+
+impl HeldObjects {
+    /// Records whether object `uid` is held under `mode` (for `monitor`: would be held).
+    pub fn set(&self, uid: &str, mode: CheckMode, held: bool) {
+        let slot = slot(mode);
+        let mut objects = self.lock();
+        let was = objects.get(uid).is_some_and(|entry| entry[slot]);
+        if was == held {
+            return;
+        }
+        if held {
+            objects.entry(uid.to_owned()).or_default()[slot] = true;
+            self.gauges[slot].inc();
+        } else {
+            if let Some(entry) = objects.get_mut(uid) {
+                entry[slot] = false;
+                if *entry == [false; 2] {
+                    objects.remove(uid);
+                }
+            }
+            self.gauges[slot].dec();
+        }
+    }
+
+    /// Forgets a deleted object.
+    pub fn forget(&self, uid: &str) {
+        if let Some(entry) = self.lock().remove(uid) {
+            for (gauge, held) in self.gauges.iter().zip(entry) {
+                if held {
+                    gauge.dec();
+                }
+            }
+        }
+    }
+
+    /// Forgets every object: the kind is no longer gated.
+    pub fn clear(&self) {
+        self.lock().clear();
+        for gauge in &self.gauges {
+            gauge.set(0);
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, [bool; 2]>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn slot(mode: CheckMode) -> usize {
+    match mode {
+        CheckMode::Enforce => 0,
+        CheckMode::Monitor => 1,
     }
 }
 
@@ -215,5 +320,31 @@ mod tests {
                 "{family} missing in:\n{text}"
             );
         }
+    }
+
+    #[test]
+    fn the_held_gauges_follow_each_objects_latest_verdict() {
+        let metrics = Metrics::default();
+        let held = metrics.held_objects("App.example.com");
+        let sample = |mode: &str, count: u32| {
+            format!("preflight_objects_held{{kind=\"App.example.com\",mode=\"{mode}\"}} {count}")
+        };
+        held.set("a", CheckMode::Enforce, true);
+        held.set("a", CheckMode::Enforce, true);
+        held.set("b", CheckMode::Enforce, true);
+        held.set("b", CheckMode::Monitor, true);
+        held.set("c", CheckMode::Monitor, false);
+        let text = metrics.render();
+        assert!(text.contains(&sample("enforce", 2)), "{text}");
+        assert!(text.contains(&sample("monitor", 1)), "{text}");
+        held.set("a", CheckMode::Enforce, false);
+        held.forget("b");
+        held.forget("never-seen");
+        let text = metrics.render();
+        assert!(text.contains(&sample("enforce", 0)), "{text}");
+        assert!(text.contains(&sample("monitor", 0)), "{text}");
+        held.set("d", CheckMode::Monitor, true);
+        held.clear();
+        assert!(metrics.render().contains(&sample("monitor", 0)));
     }
 }

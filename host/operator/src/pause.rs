@@ -301,6 +301,77 @@ fn is_our_apply(entry: &ManagedFieldsEntry) -> bool {
         && entry.operation.as_deref() == Some("Apply")
 }
 
+/// Withdraws everything the operator's server-side apply owns on `object`, by applying nothing: a switch
+/// another manager also set stays. When the switch was the only field of its parent (an object created
+/// with `spec: {}`), the API server turns the parent into null, which the kind's schema refuses (422); the
+/// operator owned the switch alone then, and removes exactly what it owns by a merge patch, keeping the
+/// parent.
+async fn withdraw(
+    api: &Api<DynamicObject>,
+    resource: &ApiResource,
+    object: &DynamicObject,
+) -> Result<(), kube::Error> {
+    let name = object.name_any();
+    let params = PatchParams::apply(PAUSE_FIELD_MANAGER);
+    let body = apply_body(object, resource, None);
+    match api.patch(&name, &params, &Patch::Apply(body)).await {
+        Err(kube::Error::Api(status)) if status.code == 422 => {
+            let patch = removal_patch(object);
+            let params = PatchParams {
+                field_manager: Some(PAUSE_FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            };
+            api.patch(&name, &params, &Patch::Merge(patch)).await?;
+            Ok(())
+        }
+        result => result.map(drop),
+    }
+}
+
+/// A merge patch that removes every field the operator's server-side apply owns on `object` (its
+/// `managedFields` sets: `f:spec` → `f:suspend` becomes `{"spec": {"suspend": null}}`), and nothing else.
+fn removal_patch(object: &DynamicObject) -> Value {
+    fn removal(fields: &Value) -> Value {
+        let children: serde_json::Map<String, Value> = fields
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, child)| Some((key.strip_prefix("f:")?.to_owned(), removal(child))))
+            .collect();
+        if children.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(children)
+        }
+    }
+    let mut patch = json!({});
+    for entry in object.meta().managed_fields.iter().flatten() {
+        if is_our_apply(entry)
+            && let Some(fields) = &entry.fields_v1
+        {
+            merge_into(&mut patch, removal(&fields.0));
+        }
+    }
+    patch
+}
+
+/// Merges `addition` into `target` (both merge patches).
+fn merge_into(target: &mut Value, addition: Value) {
+    match (target, addition) {
+        (Value::Object(target), Value::Object(addition)) => {
+            for (key, value) in addition {
+                merge_into(
+                    target
+                        .entry(key)
+                        .or_insert(Value::Object(Default::default())),
+                    value,
+                );
+            }
+        }
+        (target, addition) => *target = addition,
+    }
+}
+
 /// Whether the operator's server-side apply owns anything on `object`.
 fn owns_anything(object: &DynamicObject) -> bool {
     object
@@ -382,9 +453,7 @@ pub(crate) async fn sync(
         if !owns_anything(object) {
             return Ok(PauseSync::Unchanged);
         }
-        let body = apply_body(object, resource, None);
-        let params = PatchParams::apply(PAUSE_FIELD_MANAGER);
-        api.patch(&name, &params, &Patch::Apply(body)).await?;
+        withdraw(api, resource, object).await?;
         return Ok(PauseSync::Withdrawn);
     };
     let set = !proceed;
@@ -392,21 +461,22 @@ pub(crate) async fn sync(
         conflicts.forget(&uid);
         return Ok(PauseSync::Unchanged);
     }
+    if !set {
+        withdraw(api, resource, object).await?;
+        conflicts.forget(&uid);
+        return Ok(PauseSync::Withdrawn);
+    }
     let holders = switch.holders(object);
-    if set && conflicts.reported(&uid) == Some(holders) {
+    if conflicts.reported(&uid) == Some(holders) {
         return Ok(PauseSync::Unchanged);
     }
     let mut params = PatchParams::apply(PAUSE_FIELD_MANAGER);
-    params.force = set && switch.force && !switch.is_set_on(object);
-    let body = apply_body(object, resource, set.then_some(switch));
+    params.force = switch.force && !switch.is_set_on(object);
+    let body = apply_body(object, resource, Some(switch));
     match api.patch(&name, &params, &Patch::Apply(body)).await {
         Ok(_) => {
             conflicts.forget(&uid);
-            Ok(if set {
-                PauseSync::Set
-            } else {
-                PauseSync::Withdrawn
-            })
+            Ok(PauseSync::Set)
         }
         Err(kube::Error::Api(status)) if status.code == 409 => {
             conflicts.remember(uid, holders);
@@ -641,5 +711,42 @@ mod tests {
             "{disagreement}"
         );
         assert!(agreed([("a", Some(&suspend)), ("b", None)]).is_err());
+    }
+
+    #[test]
+    fn the_fallback_removal_takes_exactly_what_the_operator_applied() {
+        let mut object = DynamicObject::new(
+            "web",
+            &ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+        );
+        object.metadata.managed_fields = Some(vec![
+            ManagedFieldsEntry {
+                manager: Some(PAUSE_FIELD_MANAGER.into()),
+                operation: Some("Apply".into()),
+                fields_v1: Some(FieldsV1(json!({"f:spec": {"f:suspend": {}}}))),
+                ..ManagedFieldsEntry::default()
+            },
+            ManagedFieldsEntry {
+                manager: Some(PAUSE_FIELD_MANAGER.into()),
+                operation: Some("Apply".into()),
+                fields_v1: Some(FieldsV1(
+                    json!({"f:metadata": {"f:annotations": {"f:example.com/paused": {}}}}),
+                )),
+                ..ManagedFieldsEntry::default()
+            },
+            ManagedFieldsEntry {
+                manager: Some("kubectl".into()),
+                operation: Some("Apply".into()),
+                fields_v1: Some(FieldsV1(json!({"f:spec": {"f:replicas": {}}}))),
+                ..ManagedFieldsEntry::default()
+            },
+        ]);
+        assert_eq!(
+            removal_patch(&object),
+            json!({
+                "spec": {"suspend": null},
+                "metadata": {"annotations": {"example.com/paused": null}},
+            })
+        );
     }
 }

@@ -1,13 +1,15 @@
 //! One object's reconcile: run the gate, record its outcome (condition, Events, outputs), set or withdraw the
 //! kind's pause switch, and return the controller action the decision maps to.
 
+use crate::condition::ConditionType;
 use crate::context::KindContext;
 use crate::events::{EventType, Notice};
-use crate::gate::controller_action;
+use crate::gate::next_evaluation;
 use crate::metrics::{KindLabels, ReconcileErrorLabels};
 use crate::outputs;
 use crate::pause::{self, PauseSync};
-use crate::status_writer::Recorded;
+use crate::status_writer::{ConditionUpdate, Recorded};
+use crate::vocabulary::CheckMode;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action as ControllerAction;
 use kube::{Resource, ResourceExt};
@@ -54,24 +56,37 @@ pub(crate) async fn reconcile(
 ) -> Result<ControllerAction, ReconcileError> {
     let json = serde_json::to_value(object.as_ref())?;
     let result = context.shared.gate.evaluate(&context.kind, json).await;
+    let metrics = &context.shared.metrics;
+    metrics.record_runs(&context.label, &result.runs, CheckMode::Enforce);
+    let uid = object.uid().unwrap_or_default();
     context
-        .shared
-        .metrics
-        .record_runs(&context.label, &result.runs);
-    let warning = matches!(
-        result.decision.action,
-        action::Action::Backoff(_) | action::Action::Stop
+        .held
+        .set(&uid, CheckMode::Enforce, !result.summary.proceed);
+    let monitor = result.monitor.as_ref();
+    if let Some(monitor) = monitor {
+        metrics.record_runs(&context.label, &monitor.runs, CheckMode::Monitor);
+    }
+    context.held.set(
+        &uid,
+        CheckMode::Monitor,
+        monitor.is_some_and(|monitor| !monitor.summary.proceed),
     );
+    let updates = [
+        ConditionUpdate {
+            condition_type: ConditionType::Preflight,
+            summary: Some(&result.summary),
+            warning: is_failure(result.decision.action),
+        },
+        ConditionUpdate {
+            condition_type: ConditionType::Monitor,
+            summary: monitor.map(|monitor| &monitor.summary),
+            warning: monitor.is_some_and(|monitor| is_failure(monitor.decision.action)),
+        },
+    ];
     let recorded = context
         .shared
         .writer
-        .record(
-            &context.resource,
-            context.placement,
-            &object,
-            &result.summary,
-            warning,
-        )
+        .record_all(&context.resource, context.placement, &object, &updates)
         .await?;
     let mut writes = u64::from(recorded == Recorded::Written);
     for (placement, outputs) in result.outputs().unwrap_or_default() {
@@ -97,7 +112,15 @@ pub(crate) async fn reconcile(
         written = recorded == Recorded::Written,
         "gated"
     );
-    Ok(controller_action(result.decision.action))
+    Ok(next_evaluation(
+        result.decision.action,
+        monitor.map(|monitor| monitor.decision.action),
+    ))
+}
+
+/// Whether a decision is a failure (its Events are Warnings).
+fn is_failure(action: action::Action) -> bool {
+    matches!(action, action::Action::Backoff(_) | action::Action::Stop)
 }
 
 /// Sets or withdraws the kind's pause switch on `object` after its verdict (withdraws what the operator

@@ -6,9 +6,7 @@
 //! between the two leaves an Event and an old condition, and the restarted operator publishes the same Event
 //! again, which counts it in the existing Event instead of creating another (see [`super::events`]).
 
-use crate::condition::{
-    self, CONDITION_ANNOTATION, Placement, PreflightCondition, existing_condition,
-};
+use crate::condition::{self, ConditionType, Placement, PreflightCondition, existing_condition};
 use crate::events::{EventPublisher, EventType, Notice};
 use crate::field_managers::patch_params;
 use crate::recorded_conditions::RecordedConditions;
@@ -55,16 +53,15 @@ impl StatusWriter {
         &self.recorded
     }
 
-    /// Writes the condition for `summary` on `object` if it differs from what is there, retrying on write
-    /// conflicts with a fresh read. When what the condition says changes (status, reason or message), an
-    /// Event is published first. `warning` marks failures (Warning Events); waiting is Normal.
-    pub async fn record(
+    /// Writes every condition in `updates` that differs from what `object` carries, in one request,
+    /// retrying on write conflicts with a fresh read. When what a condition says changes (status, reason or
+    /// message), an Event is published first.
+    pub async fn record_all(
         &self,
         resource: &ApiResource,
         placement: Placement,
         object: &DynamicObject,
-        summary: &Summary,
-        warning: bool,
+        updates: &[ConditionUpdate<'_>],
     ) -> Result<Recorded, kube::Error> {
         let api: Api<DynamicObject> = match object.namespace() {
             Some(namespace) => Api::namespaced_with(self.client.clone(), &namespace, resource),
@@ -75,27 +72,51 @@ impl StatusWriter {
         let mut current = Cow::Borrowed(object);
         let mut attempt = 1;
         let uid = object.uid().unwrap_or_default();
-        let mut published = false;
+        let mut published = Vec::new();
         loop {
-            let existing = existing_condition(&current, placement);
-            let Some(desired) = condition::next(
-                existing.as_ref(),
-                summary,
-                current.metadata.generation,
-                SystemTime::now(),
-            ) else {
-                if let Some(existing) = &existing {
-                    self.recorded.remember(&uid, existing);
+            let mut changes = Vec::new();
+            for update in updates {
+                let condition_type = update.condition_type;
+                let existing = existing_condition(&current, placement, condition_type);
+                let desired = update.summary.map(|summary| {
+                    condition_type.next(
+                        existing.as_ref(),
+                        summary,
+                        current.metadata.generation,
+                        SystemTime::now(),
+                    )
+                });
+                match desired {
+                    Some(Some(desired)) => {
+                        // Once per transition, even when a conflict makes us write again.
+                        if !published.contains(&condition_type)
+                            && condition::is_transition(existing.as_ref(), &desired)
+                        {
+                            self.publish(&current, resource, update, &desired).await;
+                            published.push(condition_type);
+                        }
+                        changes.push(Change {
+                            condition_type,
+                            desired: Some(desired),
+                        });
+                    }
+                    None if existing.is_some() => changes.push(Change {
+                        condition_type,
+                        desired: None,
+                    }),
+                    _ => self
+                        .recorded
+                        .remember(&uid, condition_type, existing.as_ref()),
                 }
-                return Ok(Recorded::Unchanged);
-            };
-            // Once per transition, even when a conflict makes us write again.
-            if !published && condition::is_transition(existing.as_ref(), &desired) {
-                self.publish(&current, resource, &desired, warning).await;
-                published = true;
             }
-            self.recorded.remember(&uid, &desired);
-            match write(&api, &name, &current, placement, &desired).await {
+            if changes.is_empty() {
+                return Ok(Recorded::Unchanged);
+            }
+            for change in &changes {
+                self.recorded
+                    .remember(&uid, change.condition_type, change.desired.as_ref());
+            }
+            match write(&api, &name, &current, placement, &changes).await {
                 Ok(()) => return Ok(Recorded::Written),
                 Err(kube::Error::Api(status))
                     if status.code == 409 && attempt < CONFLICT_ATTEMPTS =>
@@ -112,57 +133,111 @@ impl StatusWriter {
         &self,
         object: &DynamicObject,
         resource: &ApiResource,
+        update: &ConditionUpdate<'_>,
         condition: &PreflightCondition,
-        warning: bool,
     ) {
+        let monitored;
+        let (note, action) = match update.condition_type {
+            ConditionType::Preflight => (condition.message.as_str(), "Preflight"),
+            ConditionType::Monitor => {
+                let verdict = if condition.is_true() {
+                    "would proceed"
+                } else {
+                    "would hold"
+                };
+                monitored = format!(
+                    "monitor mode, not enforced: {verdict}: {}",
+                    condition.message
+                );
+                (monitored.as_str(), "Monitor")
+            }
+        };
         let notice = Notice {
-            event_type: if warning {
+            event_type: if update.warning {
                 EventType::Warning
             } else {
                 EventType::Normal
             },
             reason: &condition.reason,
-            note: &condition.message,
-            action: "Preflight",
+            note,
+            action,
         };
         let reference = object.object_ref(resource);
         self.events.publish(&reference, &notice).await;
     }
 }
 
-/// One write: the whole conditions list with our entry merged in, guarded by the resourceVersion it was
-/// computed from (so a concurrent writer's conditions are never lost, whatever the list type); or one
-/// annotation key (a merge patch touches no other key).
+/// What one of the operator's conditions should say on an object.
+#[derive(Debug, Clone, Copy)]
+pub struct ConditionUpdate<'a> {
+    /// Which condition.
+    pub condition_type: ConditionType,
+    /// What it should say; `None`: the object should not carry it (removed if it does).
+    pub summary: Option<&'a Summary>,
+    /// A failure: its Event is a Warning (waiting and proceeding are Normal).
+    pub warning: bool,
+}
+
+/// A condition to write (`Some`) or to remove (`None`).
+struct Change {
+    condition_type: ConditionType,
+    desired: Option<PreflightCondition>,
+}
+
+/// One write: the whole conditions list with our entries merged in (or taken out), guarded by the
+/// resourceVersion it was computed from (so a concurrent writer's conditions are never lost, whatever the
+/// list type); or our annotation keys (a merge patch touches no other key).
 async fn write(
     api: &Api<DynamicObject>,
     name: &str,
     current: &DynamicObject,
     placement: Placement,
-    desired: &PreflightCondition,
+    changes: &[Change],
 ) -> Result<(), kube::Error> {
     let params = patch_params();
+    let listed = current.data.pointer("/status/conditions");
     let in_status = placement == Placement::Status
         // A condition already in the annotation of a kind with a status: that status prunes it.
-        && (condition::find(current.data.pointer("/status/conditions")).is_some()
-            || condition::annotated_condition(current).is_none());
+        && changes.iter().all(|change| {
+            condition::find(listed, change.condition_type).is_some()
+                || condition::annotated_condition(current, change.condition_type).is_none()
+        });
     if in_status {
-        let conditions = condition::merge(current.data.pointer("/status/conditions"), desired);
+        let mut conditions = listed.cloned();
+        for change in changes {
+            conditions = Some(match &change.desired {
+                Some(desired) => condition::merge(conditions.as_ref(), desired),
+                None => condition::without(conditions.as_ref(), change.condition_type),
+            });
+        }
         let body = json!({
             "metadata": {"resourceVersion": current.resource_version()},
             "status": {"conditions": conditions},
         });
         let written = api.patch_status(name, &params, &Patch::Merge(body)).await?;
-        if condition::find(written.data.pointer("/status/conditions")).is_some() {
+        let stored = written.data.pointer("/status/conditions");
+        if changes.iter().all(|change| {
+            condition::find(stored, change.condition_type).is_some() == change.desired.is_some()
+        }) {
             return Ok(());
         }
         tracing::info!(
             object = name,
             "the kind's status has no conditions list (the API server pruned the condition): \
-             keeping it in the {CONDITION_ANNOTATION} annotation"
+             keeping it in an annotation"
         );
     }
-    let text = serde_json::to_string(desired).unwrap_or_default();
-    let body = json!({"metadata": {"annotations": {CONDITION_ANNOTATION: text}}});
+    let annotations: serde_json::Map<String, serde_json::Value> = changes
+        .iter()
+        .map(|change| {
+            let text = change
+                .desired
+                .as_ref()
+                .map(|desired| serde_json::to_string(desired).unwrap_or_default());
+            (change.condition_type.annotation().to_owned(), json!(text))
+        })
+        .collect();
+    let body = json!({"metadata": {"annotations": annotations}});
     api.patch(name, &params, &Patch::Merge(body)).await?;
     Ok(())
 }
@@ -170,6 +245,7 @@ async fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::condition::CONDITION_ANNOTATION;
     use http::{Method, Request, Response, StatusCode};
     use kube::api::GroupVersionKind;
     use kube::client::Body;
@@ -316,14 +392,13 @@ mod tests {
             EventPublisher::new(client, "preflight", None),
         );
         let server = tokio::spawn(serve(handle, conflicts, attempts, prunes));
+        let update = ConditionUpdate {
+            condition_type: ConditionType::Preflight,
+            summary: Some(&waiting()),
+            warning: false,
+        };
         let recorded = writer
-            .record(
-                &resource(),
-                Placement::Status,
-                &object("10"),
-                &waiting(),
-                false,
-            )
+            .record_all(&resource(), Placement::Status, &object("10"), &[update])
             .await;
         (recorded, server.await.unwrap())
     }
@@ -362,7 +437,9 @@ mod tests {
     fn a_condition_kept_in_the_annotation_is_read_back_under_the_status_placement() {
         let mut object = object("10");
         let summary = waiting();
-        let kept = condition::next(None, &summary, Some(2), SystemTime::now()).unwrap();
+        let kept = ConditionType::Preflight
+            .next(None, &summary, Some(2), SystemTime::now())
+            .unwrap();
         object.metadata.annotations = Some(
             [(
                 CONDITION_ANNOTATION.to_owned(),
@@ -371,13 +448,107 @@ mod tests {
             .into(),
         );
         assert_eq!(
-            existing_condition(&object, Placement::Status),
+            existing_condition(&object, Placement::Status, ConditionType::Preflight),
             Some(kept.clone())
         );
         assert_eq!(
-            condition::next(Some(&kept), &summary, Some(2), SystemTime::now()),
+            ConditionType::Preflight.next(Some(&kept), &summary, Some(2), SystemTime::now()),
             None,
             "the same verdict writes nothing"
         );
+    }
+
+    #[tokio::test]
+    async fn both_conditions_go_in_one_patch_and_the_monitor_condition_is_taken_back_alone() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let writer = StatusWriter::new(
+            client.clone(),
+            EventPublisher::new(client, "preflight", None),
+        );
+        let (stored_tx, stored_rx) = tokio::sync::oneshot::channel();
+        let server = tokio::spawn(async move {
+            let mut notes = Vec::new();
+            for _ in 0..2 {
+                let (request, send) = handle.next_request().await.expect("an Event");
+                assert_eq!(request.method(), Method::POST);
+                let body = http_body_util::BodyExt::collect(request.into_body())
+                    .await
+                    .unwrap()
+                    .to_bytes();
+                let event: Value = serde_json::from_slice(&body).unwrap();
+                notes.push(format!("{}: {}", event["action"], event["note"]));
+                send.send_response(respond(StatusCode::CREATED, &serde_json::json!({})));
+            }
+            let status = "/apis/example.com/v1/namespaces/ns/apps/shop/status";
+            let (patch, send) = next_patch(&mut handle, status).await;
+            let mut stored = object("11");
+            stored.data["status"] = patch["status"].clone();
+            send.send_response(respond(
+                StatusCode::OK,
+                &serde_json::to_value(&stored).unwrap(),
+            ));
+            stored_tx.send(stored).unwrap();
+            let (removal, send) = next_patch(&mut handle, status).await;
+            send.send_response(respond(
+                StatusCode::OK,
+                &serde_json::to_value(object("12")).unwrap(),
+            ));
+            (notes, removal)
+        });
+        let proceed = Summary {
+            proceed: true,
+            reason: "Proceed".into(),
+            message: "deps: ready".into(),
+        };
+        let would_hold = waiting();
+        let update = |condition_type, summary| ConditionUpdate {
+            condition_type,
+            summary,
+            warning: false,
+        };
+        let both = [
+            update(ConditionType::Preflight, Some(&proceed)),
+            update(ConditionType::Monitor, Some(&would_hold)),
+        ];
+        let (apps, fresh) = (resource(), object("10"));
+        let first = writer.record_all(&apps, Placement::Status, &fresh, &both);
+        assert_eq!(first.await.unwrap(), Recorded::Written);
+        let stored = stored_rx.await.unwrap();
+        let conditions = stored.data.pointer("/status/conditions");
+        assert_eq!(
+            condition::find(conditions, ConditionType::Preflight).map(|c| c.reason),
+            Some("Proceed".to_owned())
+        );
+        assert_eq!(
+            condition::find(conditions, ConditionType::Monitor).map(|c| c.status),
+            Some("False".to_owned())
+        );
+        // The monitored check goes: one patch takes its condition out and keeps the other.
+        let monitor_gone = [
+            update(ConditionType::Preflight, Some(&proceed)),
+            update(ConditionType::Monitor, None),
+        ];
+        let removed = writer.record_all(&apps, Placement::Status, &stored, &monitor_gone);
+        assert_eq!(removed.await.unwrap(), Recorded::Written);
+        let (notes, removal) = server.await.unwrap();
+        assert_eq!(
+            notes,
+            [
+                "\"Preflight\": \"deps: ready\"",
+                "\"Monitor\": \"monitor mode, not enforced: would hold: deps: waiting for redis\"",
+            ]
+        );
+        let left = removal.pointer("/status/conditions");
+        assert_eq!(
+            left.and_then(Value::as_array).map(Vec::len),
+            Some(1),
+            "{removal}"
+        );
+        assert!(condition::find(left, ConditionType::Preflight).is_some());
+        // Nothing to say and nothing carried: no request at all (the mock would fail on one).
+        let bare = object("12");
+        let nothing = writer.record_all(&apps, Placement::Status, &bare, &monitor_gone[1..]);
+        assert_eq!(nothing.await.unwrap(), Recorded::Unchanged);
     }
 }

@@ -3,8 +3,9 @@
 //! nothing, so a converged kind costs no requests.
 
 use crate::check_set::CheckSet;
-use crate::condition::{CONDITION_ANNOTATION, Placement, existing_condition};
+use crate::condition::{ConditionType, Placement, existing_condition};
 use crate::kind::GatedKind;
+use crate::metrics::HeldObjects;
 use crate::outputs::OUTPUTS_ANNOTATION;
 use crate::pause::ReportedConflicts;
 use crate::recorded_conditions::RecordedConditions;
@@ -29,7 +30,10 @@ pub(crate) fn gate_inputs(object: &DynamicObject) -> u64 {
         .annotations()
         .iter()
         .filter(|(key, _)| {
-            key.as_str() != CONDITION_ANNOTATION && key.as_str() != OUTPUTS_ANNOTATION
+            key.as_str() != OUTPUTS_ANNOTATION
+                && ConditionType::ALL
+                    .iter()
+                    .all(|condition_type| key.as_str() != condition_type.annotation())
         })
         .for_each(|entry| entry.hash(&mut hasher));
     if let Some(fields) = object.data.as_object() {
@@ -50,6 +54,7 @@ pub(crate) fn reconcile_triggers(
     events: impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
     recorded: Arc<RecordedConditions>,
     conflicts: Arc<ReportedConflicts>,
+    held: Arc<HeldObjects>,
     placement: Placement,
 ) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> {
     let mut seen: HashMap<String, u64> = HashMap::new();
@@ -61,6 +66,7 @@ pub(crate) fn reconcile_triggers(
                 seen.remove(&uid);
                 recorded.forget(&uid);
                 conflicts.forget(&uid);
+                held.forget(&uid);
                 return future::ready(None);
             }
             Ok(watcher::Event::Init | watcher::Event::InitDone) => return future::ready(None),
@@ -69,8 +75,11 @@ pub(crate) fn reconcile_triggers(
         let uid = object.uid().unwrap_or_default();
         let inputs = gate_inputs(&object);
         let changed = seen.insert(uid.clone(), inputs) != Some(inputs);
-        let triggers =
-            changed || recorded.was_altered(&uid, existing_condition(&object, placement).as_ref());
+        let triggers = changed
+            || ConditionType::ALL.into_iter().any(|condition_type| {
+                let current = existing_condition(&object, placement, condition_type);
+                recorded.was_altered(&uid, condition_type, current.as_ref())
+            });
         future::ready(triggers.then_some(Ok(object)))
     })
 }
@@ -158,6 +167,7 @@ mod tests {
             futures::stream::iter(events.into_iter().map(Ok)),
             recorded,
             Arc::default(),
+            Arc::new(crate::metrics::Metrics::default().held_objects("App.example.com")),
             Placement::Status,
         );
         block_on(stream.collect::<Vec<_>>())
@@ -223,7 +233,7 @@ mod tests {
         let recorded = Arc::new(RecordedConditions::default());
         let base = object(json!({}), json!({}), json!({}), json!({}));
         let ours = condition("False", "Waiting");
-        recorded.remember("u1", &ours);
+        recorded.remember("u1", ConditionType::Preflight, Some(&ours));
         let written = with_condition(&versioned(&base, "2"), &ours);
         let altered = with_condition(&versioned(&base, "3"), &condition("True", "Forged"));
         let mut removed = versioned(&base, "4");

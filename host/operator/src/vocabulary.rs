@@ -5,7 +5,10 @@
 use crate::capabilities::CapabilitySettings;
 use crate::kind::GatedKind;
 use crate::pause::PauseSwitch;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
 use preflight_engine::{ComponentProblem, Limits};
+use std::collections::BTreeMap;
 
 /// What the gate does with an object when a check cannot run (failed, trapped, timed out, or has no
 /// usable version).
@@ -16,6 +19,82 @@ pub enum FailurePolicy {
     Fail,
     /// Let the object proceed, and say on its condition that the check was ignored.
     Ignore,
+}
+
+/// Whether a check's verdict decides (`enforce`, the default) or is only recorded (`monitor`): a new check
+/// or version is watched on live objects before it may hold any of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum CheckMode {
+    /// The verdict decides whether objects proceed, and sets the pause switch.
+    #[default]
+    Enforce,
+    /// Evaluated exactly like an enforced check, but the verdict only goes to the `PreflightMonitor`
+    /// condition, Events and metrics: it never holds an object.
+    Monitor,
+}
+
+impl CheckMode {
+    /// Parses the ConfigMap's `mode` key.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "enforce" => Ok(Self::Enforce),
+            "monitor" => Ok(Self::Monitor),
+            other => Err(format!("mode `{other}` is neither enforce nor monitor")),
+        }
+    }
+
+    /// `enforce` or `monitor`: the `mode` label of the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Enforce => "enforce",
+            Self::Monitor => "monitor",
+        }
+    }
+}
+
+/// The objects a check gates, by label (the ConfigMap's `selector` key, a Kubernetes label selector:
+/// `matchLabels` and `matchExpressions`); objects outside it are not evaluated by the check. Staged
+/// enforcement: a team gates `env: staging` before production.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectSelector(Selector);
+
+impl ObjectSelector {
+    /// Parses a label selector written in YAML or JSON (`matchLabels: {env: staging}`); an unknown key is
+    /// refused rather than ignored (a misspelt `matchLabel` would otherwise select every object).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        const KEYS: [&str; 2] = ["matchLabels", "matchExpressions"];
+        let value: serde_json::Value = serde_norway::from_str(text)
+            .map_err(|error| format!("selector is not YAML or JSON: {error}"))?;
+        let fields = value.as_object().ok_or_else(|| {
+            "selector is not a label selector (matchLabels, matchExpressions)".to_owned()
+        })?;
+        if let Some(unknown) = fields.keys().find(|key| !KEYS.contains(&key.as_str())) {
+            return Err(format!(
+                "selector has the unknown key `{unknown}` (known: matchLabels, matchExpressions)"
+            ));
+        }
+        let selector: LabelSelector = serde_json::from_value(value)
+            .map_err(|error| format!("selector is not a label selector: {error}"))?;
+        Selector::try_from(selector)
+            .map(Self)
+            .map_err(|error| format!("selector is not a label selector: {}", error.0))
+    }
+
+    /// Whether an object with `labels` is gated by the check.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.0.matches(labels)
+    }
+
+    /// The selector as Kubernetes writes it (for an admission binding's `objectSelector`).
+    pub fn to_label_selector(&self) -> LabelSelector {
+        LabelSelector::from(self.0.clone())
+    }
+}
+
+impl std::fmt::Display for ObjectSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// How a check is applied: everything but the component itself.
@@ -45,6 +124,10 @@ pub struct CheckSettings {
     pub capabilities: CapabilitySettings,
     /// Where the check's outputs are recorded on the object.
     pub outputs: OutputsPlacement,
+    /// Whether the verdict decides or is only recorded.
+    pub mode: CheckMode,
+    /// The objects the check gates; `None`: every object of its kind.
+    pub selector: Option<ObjectSelector>,
 }
 
 /// Where a check's outputs go on the object.
@@ -120,6 +203,8 @@ impl CheckSource {
                 pause: None,
                 capabilities: CapabilitySettings::default(),
                 outputs: OutputsPlacement::Annotation,
+                mode: CheckMode::Enforce,
+                selector: None,
             },
             component,
         }
@@ -134,6 +219,11 @@ pub struct Rejection {
     pub gates: Option<GatedKind>,
     /// The failure policy, when the ConfigMap gives a valid one (else `Fail`).
     pub failure_policy: FailurePolicy,
+    /// The mode, when the ConfigMap gives a valid one (else `enforce`): a broken monitored check holds
+    /// nothing either.
+    pub mode: CheckMode,
+    /// The selector, when the ConfigMap gives a valid one: a broken staged check holds only its stage.
+    pub selector: Option<ObjectSelector>,
     /// Every problem found, for humans.
     pub problem: String,
     /// What was wrong, for code and metrics.

@@ -1,37 +1,16 @@
 //! `preflight pack`: the ConfigMap manifests that ship a check, ready for `kubectl apply -f`.
 
 use super::{EXIT_PROCEED, PackArgs, Problem, input};
+use preflight_engine::{Check, Engine};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 pub async fn pack(args: PackArgs) -> Result<u8, Problem> {
     let component = input::read(&args.check)?;
     // One engine loads the check and asks its validate-config: a check runs only in the engine that loaded it.
     let engine = input::engine(1, 0)?;
     let check = engine.load(&component).map_err(Problem::Unusable)?;
-    let mut data = BTreeMap::new();
-    if let Some(path) = &args.config {
-        let config = input::parse_document(path)?.to_string();
-        let limits = preflight_engine::Limits::default();
-        if let Some(why) = input::refused_config(&engine, &check, &config, &limits).await {
-            return Err(Problem::Input(format!(
-                "the check refuses the configuration in {} (validate-config): {why}; the operator would \
-                 reject this ConfigMap, so nothing is written",
-                path.display()
-            )));
-        }
-        data.insert("config".to_owned(), config);
-    }
-    for setting in &args.settings {
-        let (key, value) = setting.split_once('=').ok_or_else(|| {
-            Problem::Input(format!("--set {setting:?}: write KEY=VALUE (or KEY=@FILE)"))
-        })?;
-        let value = match value.strip_prefix('@') {
-            Some(path) => String::from_utf8(input::read(std::path::Path::new(path))?)
-                .map_err(|_| Problem::Input(format!("{path} is not UTF-8 text")))?,
-            None => value.to_owned(),
-        };
-        data.insert(key.to_owned(), value);
-    }
+    let data = check_data(&engine, &check, args.config.as_deref(), &args.settings).await?;
     let config_maps = preflight_operator::pack(&preflight_operator::Package {
         component: &component,
         name: &args.name,
@@ -51,4 +30,39 @@ pub async fn pack(args: PackArgs) -> Result<u8, Problem> {
         print!("---\n{yaml}");
     }
     Ok(EXIT_PROCEED)
+}
+
+/// The `data` of a check's ConfigMap: its configuration from `config` (refused here when the check's
+/// validate-config refuses it, as the operator would) and every `KEY=VALUE` (or `KEY=@FILE`) setting.
+pub async fn check_data(
+    engine: &Engine,
+    check: &Check,
+    config: Option<&Path>,
+    settings: &[String],
+) -> Result<BTreeMap<String, String>, Problem> {
+    let mut data = BTreeMap::new();
+    if let Some(path) = config {
+        let config = input::parse_document(path)?.to_string();
+        let limits = preflight_engine::Limits::default();
+        if let Some(why) = input::refused_config(engine, check, &config, &limits).await {
+            return Err(Problem::Input(format!(
+                "the check refuses the configuration in {} (validate-config): {why}; the operator would \
+                 reject this ConfigMap, so nothing is written",
+                path.display()
+            )));
+        }
+        data.insert("config".to_owned(), config);
+    }
+    for setting in settings {
+        let (key, value) = setting.split_once('=').ok_or_else(|| {
+            Problem::Input(format!("--set {setting:?}: write KEY=VALUE (or KEY=@FILE)"))
+        })?;
+        let value = match value.strip_prefix('@') {
+            Some(path) => String::from_utf8(input::read(Path::new(path))?)
+                .map_err(|_| Problem::Input(format!("{path} is not UTF-8 text")))?,
+            None => value.to_owned(),
+        };
+        data.insert(key.to_owned(), value);
+    }
+    Ok(data)
 }

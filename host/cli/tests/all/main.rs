@@ -9,3 +9,4 @@ mod cli;
 mod languages;
 mod operator_process;
 mod readme;
+mod what_if;

@@ -173,7 +173,7 @@ fn the_tutorial_s_commands_print_what_the_readme_shows() {
 }
 
 #[test]
-fn the_tutorial_s_step_5_gates_the_example_objects_on_a_real_control_plane() {
+fn the_tutorial_s_step_5_and_the_rollout_example_run_on_a_real_control_plane() {
     built_check();
     kubeconfig();
     let readme = readme();
@@ -185,24 +185,39 @@ fn the_tutorial_s_step_5_gates_the_example_objects_on_a_real_control_plane() {
         })
         .collect();
     assert_eq!(step5.len(), 2, "step 5's two blocks: {step5:?}");
+    let rollout: Vec<String> = blocks(&readme, "sh")
+        .into_iter()
+        .filter(|block| block.contains("preflight what-if"))
+        .collect();
+    assert_eq!(rollout.len(), 1, "the operator section's rollout block");
     // A second run on the same control plane starts from where a newcomer starts: no check yet.
     let cleared = shell(&format!(
-        "export KUBECONFIG={}\nkubectl -n preflight-system delete configmap dependency-ready --ignore-not-found",
+        "export KUBECONFIG={}\nkubectl -n preflight-system delete configmap dependency-ready deps-next --ignore-not-found",
         kubeconfig().display()
     ));
     assert!(cleared.status.success(), "{}", said(&cleared));
     // The README's blocks as they are, then what a newcomer does next: look again until the column fills.
+    // Then the operator section's rollout block, looking again until the monitored verdicts are in: the
+    // payments team's Apps get one (ready would proceed, waiting would not), the unlabeled App none.
     let script = format!(
         "trap 'kill $(jobs -p) 2>/dev/null' EXIT\n{}\n{}\n\
          for attempt in $(seq 60); do\n\
            table=$(kubectl get apps.apps.example.com)\n\
            if [ \"$(echo \"$table\" | tail -n +2 | awk '{{print $2}}' | grep -cE '^(True|False)$')\" = 3 ]; then\n\
-             echo \"$table\"; exit 0\n\
+             break\n\
            fi\n\
            sleep 1\n\
          done\n\
-         echo \"$table\"; exit 1\n",
-        step5[0], step5[1]
+         {}\n\
+         for attempt in $(seq 60); do\n\
+           monitored=$(kubectl get apps.apps.example.com -o custom-columns='NAME:.metadata.name,WOULD-PROCEED:.status.conditions[?(@.type==\"PreflightMonitor\")].status' --no-headers | tr -s ' ' | sort | tr '\\n' ' ')\n\
+           if [ \"$monitored\" = 'ready True unlabeled <none> waiting False ' ]; then\n\
+             echo \"$monitored\"; echo \"$table\"; exit 0\n\
+           fi\n\
+           sleep 1\n\
+         done\n\
+         echo \"monitored: $monitored\"; echo \"$table\"; exit 1\n",
+        step5[0], step5[1], rollout[0]
     );
     let output = shell(&script);
     let printed = said(&output);

@@ -3,7 +3,9 @@
 
 use preflight_operator::engine::ComponentProblem;
 use preflight_operator::engine::{Engine, EngineConfig};
-use preflight_operator::{CheckSet, CheckSource, FailurePolicy, GateEntry, GatedKind, LoadedCheck};
+use preflight_operator::{
+    CheckMode, CheckSet, CheckSource, FailurePolicy, GateEntry, GatedKind, LoadedCheck,
+};
 use preflight_operator::{Rejection, RejectionCause};
 use preflight_test_support::check_bytes;
 
@@ -21,6 +23,8 @@ fn broken(gates: Option<GatedKind>) -> Rejection {
     Rejection {
         gates,
         failure_policy: FailurePolicy::Ignore,
+        mode: CheckMode::Enforce,
+        selector: None,
         problem: "invalid check component: not a WebAssembly binary".into(),
         cause: RejectionCause::Component(ComponentProblem::Encoding),
     }
@@ -73,6 +77,7 @@ fn a_check_without_any_good_version_is_unavailable_with_its_problem() {
                 name,
                 failure_policy,
                 problem,
+                ..
             },
         ] => {
             assert_eq!(name, "ns/broken");

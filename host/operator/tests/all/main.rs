@@ -12,3 +12,4 @@ mod operator;
 mod operator_lifecycle;
 mod packing;
 mod pause_switches;
+mod rollout;

@@ -1,0 +1,324 @@
+//! What-if: evaluate a candidate check against every live object of the kind it gates, read-only, and
+//! report the objects whose verdict would differ from what their `Preflight` condition says now. The
+//! "kubectl diff" of a check rollout: run it before applying a check, or before switching one from
+//! `monitor` to `enforce`.
+//!
+//! The candidate is evaluated as the operator would evaluate it (same limits, grants, projection,
+//! isolation, selector and versions; credentials read from their Secret, lookups served from watch caches),
+//! always as if enforced. Nothing is written: the objects are listed, and lookups and Secrets read.
+
+use crate::check_set::{CheckSet, LoadedCheck};
+use crate::check_source;
+use crate::check_watcher::{parts_of, prepare};
+use crate::condition::condition_of;
+use crate::controllers::resolve;
+use crate::gate::Gate;
+use crate::lookups::ObjectCaches;
+use crate::vocabulary::{CheckMode, CheckSource};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::{Client, ResourceExt};
+use preflight_engine::action::Action;
+use preflight_engine::{Engine, Limits};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Objects listed per request.
+const PAGE: u32 = 500;
+
+/// Why a what-if could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum WhatIfError {
+    /// The check ConfigMap could not be read.
+    #[error("cannot read the check ConfigMap {name}: {source}")]
+    ReadCheck {
+        /// `namespace/name`.
+        name: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// The check is not usable (what the operator would report on its ConfigMap).
+    #[error("the check cannot be used: {0}")]
+    Rejected(String),
+    /// The kind is not served.
+    #[error("{0}")]
+    KindNotServed(String),
+    /// The objects could not be listed.
+    #[error("cannot list the objects of {kind}: {source}")]
+    List {
+        /// The kind.
+        kind: String,
+        /// The API error.
+        source: kube::Error,
+    },
+}
+
+/// Which objects to evaluate, and how many at once.
+#[derive(Debug, Clone)]
+pub struct WhatIfOptions {
+    /// Only objects in this namespace; `None`: every namespace.
+    pub namespace: Option<String>,
+    /// Evaluations in flight at once.
+    pub concurrency: usize,
+}
+
+/// How an object's verdict would change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Change {
+    /// It may be reconciled now (or has no condition: no check gates it) and would be held.
+    ProceedToHold,
+    /// It is held now and the candidate would let it proceed (other checks of its kind may still hold it).
+    HoldToProceed,
+    /// Held now and held by the candidate, for another reason.
+    ReasonChanged,
+}
+
+/// One object whose verdict would change.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Difference {
+    /// Its namespace (empty for a cluster-scoped kind).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// How the verdict changes.
+    pub change: Change,
+    /// What its `Preflight` condition says now (`status/reason`), `none` without one.
+    pub now: String,
+    /// What the candidate would say (`status/reason`).
+    pub would: String,
+    /// The candidate's message.
+    pub message: String,
+}
+
+/// An object the candidate could not decide on (it failed, trapped, timed out, ...), with why.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotEvaluated {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The failure's reason (`CheckTimeout`, `CheckTrapped`, the check's own error reason ...).
+    pub reason: String,
+    /// What failed.
+    pub message: String,
+}
+
+/// Counts over every object listed.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    /// Objects of the kind listed.
+    pub objects: usize,
+    /// Objects outside the candidate's selector or versions: not evaluated by it.
+    pub not_selected: usize,
+    /// Objects whose verdict would stay what it is.
+    pub unchanged: usize,
+    /// See [`Change::ProceedToHold`].
+    pub proceed_to_hold: usize,
+    /// See [`Change::HoldToProceed`].
+    pub hold_to_proceed: usize,
+    /// See [`Change::ReasonChanged`].
+    pub reason_changed: usize,
+    /// Objects the candidate failed on ([`Report::not_evaluated`]).
+    pub not_evaluated: usize,
+}
+
+/// What a what-if found.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The candidate check (`namespace/name`).
+    pub check: String,
+    /// The kind it gates.
+    pub kind: String,
+    /// Objects whose verdict would change, by namespace and name.
+    pub differences: Vec<Difference>,
+    /// Objects the candidate could not decide on.
+    pub not_evaluated: Vec<NotEvaluated>,
+    /// Counts.
+    pub totals: Totals,
+    /// Wall time of listing and evaluating, in seconds.
+    pub seconds: f64,
+}
+
+/// Reads the check ConfigMap `namespace/name` (and its parts) from the cluster, as the operator would.
+pub async fn candidate_from_cluster(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    default_limits: &Limits,
+) -> Result<CheckSource, WhatIfError> {
+    let read_error = |source| WhatIfError::ReadCheck {
+        name: format!("{namespace}/{name}"),
+        source,
+    };
+    let config_map = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .map_err(read_error)?;
+    let parts = parts_of(client, &config_map).await.map_err(read_error)?;
+    candidate_from_config_maps(&config_map, &parts, default_limits)
+}
+
+/// Reads a check from its ConfigMap and parts (as `preflight pack` writes them, or read from the cluster).
+pub fn candidate_from_config_maps(
+    config_map: &ConfigMap,
+    parts: &[ConfigMap],
+    default_limits: &Limits,
+) -> Result<CheckSource, WhatIfError> {
+    check_source::from_config_maps(config_map, parts, default_limits)
+        .map_err(|rejection| WhatIfError::Rejected(rejection.problem))
+}
+
+/// Evaluates `candidate` (as if enforced) on every object of its kind and compares with their condition.
+pub async fn what_if(
+    client: &Client,
+    engine: Arc<Engine>,
+    mut candidate: CheckSource,
+    options: &WhatIfOptions,
+) -> Result<Report, WhatIfError> {
+    let started = Instant::now();
+    candidate.settings.mode = CheckMode::Enforce;
+    candidate.settings.suspended = false;
+    let kind = candidate.settings.gates.clone();
+    let (resource, _) = resolve(client, &kind, &candidate.settings.versions)
+        .await
+        .map_err(WhatIfError::KindNotServed)?;
+    let loaded = {
+        let engine = engine.clone();
+        tokio::task::spawn_blocking(move || LoadedCheck::load(&engine, candidate))
+            .await
+            .map_err(|error| WhatIfError::Rejected(format!("compiling did not finish: {error}")))?
+            .map_err(|rejection| WhatIfError::Rejected(rejection.problem))?
+    };
+    let lookups = ObjectCaches::new(client.clone());
+    let loaded = prepare(client, &engine, &lookups, loaded)
+        .await
+        .map_err(|rejection| WhatIfError::Rejected(rejection.problem))?;
+    let check = loaded.settings.name.clone();
+    let checks = Arc::new(CheckSet::new());
+    checks.install(loaded);
+    let gate = Gate::new(engine, checks);
+
+    let api: Api<DynamicObject> = match &options.namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let objects = list_all(&api).await.map_err(|source| WhatIfError::List {
+        kind: kind.to_string(),
+        source,
+    })?;
+    let mut totals = Totals {
+        objects: objects.len(),
+        ..Totals::default()
+    };
+    let gate = &gate;
+    let kind = &kind;
+    let verdicts: Vec<Verdict> = stream::iter(objects)
+        .map(|object| async move {
+            let json = serde_json::to_value(&object).unwrap_or_default();
+            let result = gate.evaluate(kind, json).await;
+            let now = condition_of(&object);
+            let key = (object.namespace().unwrap_or_default(), object.name_any());
+            if result.runs.is_empty() {
+                return Verdict::NotSelected;
+            }
+            if matches!(result.decision.action, Action::Backoff(_) | Action::Stop) {
+                return Verdict::NotEvaluated(NotEvaluated {
+                    namespace: key.0,
+                    name: key.1,
+                    reason: result.summary.reason,
+                    message: result.summary.message,
+                });
+            }
+            let proceeds_now = now.as_ref().is_none_or(|now| now.is_true());
+            let would_proceed = result.summary.proceed;
+            let change = match (proceeds_now, would_proceed) {
+                (true, false) => Some(Change::ProceedToHold),
+                (false, true) => Some(Change::HoldToProceed),
+                (false, false)
+                    if now.as_ref().map(|now| now.reason.as_str())
+                        != Some(result.summary.reason.as_str()) =>
+                {
+                    Some(Change::ReasonChanged)
+                }
+                _ => None,
+            };
+            match change {
+                None => Verdict::Unchanged,
+                Some(change) => Verdict::Changed(Difference {
+                    namespace: key.0,
+                    name: key.1,
+                    change,
+                    now: now.map_or_else(
+                        || "none".to_owned(),
+                        |now| format!("{}/{}", now.status, now.reason),
+                    ),
+                    would: format!(
+                        "{}/{}",
+                        if would_proceed { "True" } else { "False" },
+                        result.summary.reason
+                    ),
+                    message: result.summary.message,
+                }),
+            }
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await;
+    let mut differences = Vec::new();
+    let mut not_evaluated = Vec::new();
+    for verdict in verdicts {
+        match verdict {
+            Verdict::NotSelected => totals.not_selected += 1,
+            Verdict::Unchanged => totals.unchanged += 1,
+            Verdict::NotEvaluated(failure) => not_evaluated.push(failure),
+            Verdict::Changed(difference) => {
+                match difference.change {
+                    Change::ProceedToHold => totals.proceed_to_hold += 1,
+                    Change::HoldToProceed => totals.hold_to_proceed += 1,
+                    Change::ReasonChanged => totals.reason_changed += 1,
+                }
+                differences.push(difference);
+            }
+        }
+    }
+    totals.not_evaluated = not_evaluated.len();
+    differences.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    not_evaluated.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok(Report {
+        check,
+        kind: kind.to_string(),
+        differences,
+        not_evaluated,
+        totals,
+        seconds: Duration::as_secs_f64(&started.elapsed()),
+    })
+}
+
+/// One object's place in the report.
+enum Verdict {
+    NotSelected,
+    Unchanged,
+    Changed(Difference),
+    NotEvaluated(NotEvaluated),
+}
+
+/// Every object, page by page.
+async fn list_all(api: &Api<DynamicObject>) -> Result<Vec<DynamicObject>, kube::Error> {
+    let mut objects = Vec::new();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let page = api.list(&params).await?;
+        objects.extend(page.items);
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(objects),
+        }
+    }
+}
