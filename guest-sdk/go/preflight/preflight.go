@@ -32,7 +32,7 @@ package preflight
 
 // The contract's bindings (package bindings), regenerated when the contract changes; scripts/test checks they
 // are current.
-//go:generate wit-bindgen go ../../../wit/v0.2 --world preflight:check/preflight-check-with-config@0.2.0 --out-dir ../bindings --pkg-name github.com/preflight-wasm/preflight/guest-sdk/go/bindings
+//go:generate wit-bindgen go ../../wit --world preflight:guest/check --out-dir ../bindings --pkg-name github.com/preflight-wasm/preflight/guest-sdk/go/bindings
 
 import (
 	"bytes"

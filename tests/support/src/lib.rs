@@ -149,8 +149,11 @@ pub fn build_js_check(project: &str) -> PathBuf {
     })
 }
 
-/// The contract world C and Go checks are built for (they use no `wasi:http`, so the contract alone).
+/// The contract world C checks are built for (they use no `wasi:http`, so the contract alone).
 const CONTRACT_WORLD: &str = "preflight:check/preflight-check-with-config@0.2.0";
+/// The world Go checks are built for: the contract and `wasi:http` (`guest-sdk/wit`, whose WASI is the
+/// host's); a check that sends no request imports no `wasi:http`.
+const GUEST_WORLD: &str = "preflight:guest/check";
 
 /// Builds the C check `<project>/c/*.c` with the C SDK (guest-sdk/c): bindings from `wit-bindgen c`,
 /// Debian's clang-19 and wasi-libc (a wasip1 reactor), then `wasm-tools component new` with the reactor
@@ -206,7 +209,7 @@ pub fn build_c_check(project: &str) -> PathBuf {
 }
 
 /// Builds the Go check `<project>/go` (a module using guest-sdk/go through a `replace`) with Go's
-/// wasip1 port as a reactor (`-buildmode=c-shared`), then `wasm-tools component embed` (the contract world)
+/// wasip1 port as a reactor (`-buildmode=c-shared`), then `wasm-tools component embed` (the guest world)
 /// and `component new` with the reactor adapter; once per test process. Go's caches are those `scripts/setup`
 /// fills, so nothing is downloaded. Returns the component's path; panics with the failing tool's output.
 pub fn build_go_check(project: &str) -> PathBuf {
@@ -220,7 +223,12 @@ pub fn build_go_check(project: &str) -> PathBuf {
         let path = component_path(
             &output_dir,
             example,
-            &[&sources, &root.join("guest-sdk/go"), &root.join("wit/v0.2")],
+            &[
+                &sources,
+                &root.join("guest-sdk/go"),
+                &root.join("guest-sdk/wit"),
+                &root.join("wit/v0.2"),
+            ],
             &[&go, &wasm_tools],
         );
         if path.exists() {
@@ -246,8 +254,8 @@ pub fn build_go_check(project: &str) -> PathBuf {
         let embedded = scratch.join("embedded.wasm");
         run(step(&wasm_tools)
             .args(["component", "embed"])
-            .arg(root.join("wit/v0.2"))
-            .args(["--world", CONTRACT_WORLD])
+            .arg(root.join("guest-sdk/wit"))
+            .args(["--world", GUEST_WORLD])
             .arg(&core)
             .arg("-o")
             .arg(&embedded));

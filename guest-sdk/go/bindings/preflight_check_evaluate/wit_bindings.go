@@ -2,6 +2,14 @@
 //
 // This code was generated from the following packages:
 //     preflight:check@0.2.0
+//     wasi:io@0.2.12
+//     wasi:clocks@0.2.12
+//     wasi:random@0.2.12
+//     wasi:filesystem@0.2.12
+//     wasi:sockets@0.2.12
+//     wasi:cli@0.2.12
+//     wasi:http@0.2.12
+//     preflight:guest
 
 package preflight_check_evaluate
 

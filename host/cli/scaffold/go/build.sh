@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds {{name}}.wasm with Go's wasip1 port (Go 1.26 or newer) as a reactor, then wasm-tools 1.254.2: the
-# contract's component type (wit/) and the wasip1 reactor adapter of the host's wasmtime
+# component type of the guest world (wit/: the contract and wasi:http) and the wasip1 reactor adapter of the host's wasmtime
 # (wasi_snapshot_preview1.reactor.wasm). Set WASM_TOOLS to use a given installation.
 set -eu
 cd "$(dirname "$0")"
@@ -9,7 +9,7 @@ wasm_tools=${WASM_TOOLS:-$(find_tool wasm-tools \
   "run the preflight repository's scripts/setup, or: cargo install --locked wasm-tools@1.254.2" \
   "$cache/tools/bin/wasm-tools")}
 GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags=-checklinkname=0 -o {{name}}.core.wasm .
-"$wasm_tools" component embed wit --world preflight:check/preflight-check-with-config@0.2.0 \
+"$wasm_tools" component embed wit --world preflight:guest/check \
   {{name}}.core.wasm -o {{name}}.core.wasm
 "$wasm_tools" component new {{name}}.core.wasm \
   --adapt wasi_snapshot_preview1=wasi_snapshot_preview1.reactor.wasm -o {{name}}.wasm

@@ -168,11 +168,14 @@ pub fn scaffold(args: ScaffoldArgs) -> Result<(), Problem> {
                 .and_then(|file| file.contents_utf8())
                 .unwrap_or_default();
             write(&directory.join("go.sum"), sums.as_bytes())?;
-            write_contract_and_adapter(directory)?;
+            // The guest world: the contract and wasi:http, for the SDK's HTTP helper.
+            write_dir(&GUEST_WIT, &directory.join("wit"), &str::to_owned)?;
+            write_adapter(directory)?;
         }
         Language::C => {
             write_dir(&C_SDK, &directory.join("preflight-sdk"), &str::to_owned)?;
-            write_contract_and_adapter(directory)?;
+            write(&directory.join("wit/preflight.wit"), CONTRACT.as_bytes())?;
+            write_adapter(directory)?;
         }
     }
     println!(
@@ -214,9 +217,8 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-/// The contract (`wit/preflight.wit`) and the wasip1 reactor adapter, for languages built as wasip1 modules.
-fn write_contract_and_adapter(directory: &Path) -> Result<(), Problem> {
-    write(&directory.join("wit/preflight.wit"), CONTRACT.as_bytes())?;
+/// The wasip1 reactor adapter of the host's wasmtime, for languages built as wasip1 modules.
+fn write_adapter(directory: &Path) -> Result<(), Problem> {
     write(
         &directory.join("wasi_snapshot_preview1.reactor.wasm"),
         wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
