@@ -1,16 +1,18 @@
 /* The C SDK: the exports of the contract's world, turning the host's request into a pf_request and a
- * pf_outcome into the contract's result (see preflight.h). Built with the bindings `wit-bindgen c` generates for
- * the world preflight:check/preflight-check-with-config@0.2.0. */
+ * pf_outcome into the contract's result (see preflight.h), and the imports as helpers (lookups, outbound HTTP).
+ * Built with the bindings `wit-bindgen c` generates for the guest world preflight:guest/check (guest-sdk/wit:
+ * the contract and wasi:http); a check that sends no request imports no wasi:http (the linker drops it). */
 #include "preflight.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-#include "preflight_check_with_config.h"
+#include "check.h"
 
-typedef preflight_check_with_config_string_t wit_string;
+typedef check_string_t wit_string;
 
 /* A NUL-terminated copy of a WIT string (the canonical ABI's strings are not terminated). */
 static char *terminated(const wit_string *text) {
@@ -33,6 +35,15 @@ static char *vformat(const char *format, va_list arguments) {
         vsnprintf(text, (size_t)length + 1, format, again);
     }
     va_end(again);
+    return text;
+}
+
+static char *formatted(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static char *formatted(const char *format, ...) {
+    va_list arguments;
+    va_start(arguments, format);
+    char *text = vformat(format, arguments);
+    va_end(arguments);
     return text;
 }
 
@@ -256,7 +267,7 @@ bool exports_preflight_check_configure_validate_config(wit_string *raw, wit_stri
         refusal = preflight_user_validate(config);
     }
     pf_json_free(config);
-    preflight_check_with_config_string_free(raw);
+    check_string_free(raw);
     if (refusal == NULL) return true;
     set_string(err, refusal);
     return false;
@@ -269,13 +280,13 @@ static preflight_check_cluster_object_kind_t object_kind(const char *api_version
     preflight_check_cluster_object_kind_t result;
     const char *slash = strrchr(api_version, '/');
     if (slash == NULL) {
-        preflight_check_with_config_string_dup(&result.group, "");
-        preflight_check_with_config_string_dup(&result.version, api_version);
+        check_string_dup(&result.group, "");
+        check_string_dup(&result.version, api_version);
     } else {
-        preflight_check_with_config_string_dup_n(&result.group, api_version, (size_t)(slash - api_version));
-        preflight_check_with_config_string_dup(&result.version, slash + 1);
+        check_string_dup_n(&result.group, api_version, (size_t)(slash - api_version));
+        check_string_dup(&result.version, slash + 1);
     }
-    preflight_check_with_config_string_dup(&result.kind, kind);
+    check_string_dup(&result.kind, kind);
     return result;
 }
 
@@ -296,22 +307,22 @@ pf_lookup pf_get(const char *api_version, const char *kind, const char *namespac
     *error = NULL;
     preflight_check_cluster_object_kind_t wanted = object_kind(api_version, kind);
     wit_string in_namespace, named;
-    preflight_check_with_config_string_dup(&in_namespace, namespace == NULL ? "" : namespace);
-    preflight_check_with_config_string_dup(&named, name);
-    preflight_check_with_config_option_string_t found;
+    check_string_dup(&in_namespace, namespace == NULL ? "" : namespace);
+    check_string_dup(&named, name);
+    check_option_string_t found;
     wit_string failure;
     bool ok = preflight_check_cluster_get(&wanted, namespace == NULL ? NULL : &in_namespace, &named, &found, &failure);
     preflight_check_cluster_object_kind_free(&wanted);
-    preflight_check_with_config_string_free(&in_namespace);
-    preflight_check_with_config_string_free(&named);
+    check_string_free(&in_namespace);
+    check_string_free(&named);
     if (!ok) {
         *error = terminated(&failure);
-        preflight_check_with_config_string_free(&failure);
+        check_string_free(&failure);
         return PF_LOOKUP_FAILED;
     }
     if (!found.is_some) return PF_LOOKUP_NOT_FOUND;
     pf_lookup result = parsed((const char *)found.val.ptr, found.val.len, kind, object, error);
-    preflight_check_with_config_option_string_free(&found);
+    check_option_string_free(&found);
     return result;
 }
 
@@ -321,18 +332,18 @@ pf_lookup pf_list(const char *api_version, const char *kind, const char *namespa
     *error = NULL;
     preflight_check_cluster_object_kind_t wanted = object_kind(api_version, kind);
     wit_string in_namespace, selector;
-    preflight_check_with_config_string_dup(&in_namespace, namespace == NULL ? "" : namespace);
-    preflight_check_with_config_string_dup(&selector, label_selector == NULL ? "" : label_selector);
-    preflight_check_with_config_list_string_t found;
+    check_string_dup(&in_namespace, namespace == NULL ? "" : namespace);
+    check_string_dup(&selector, label_selector == NULL ? "" : label_selector);
+    check_list_string_t found;
     wit_string failure;
     bool ok =
         preflight_check_cluster_list(&wanted, namespace == NULL ? NULL : &in_namespace, &selector, &found, &failure);
     preflight_check_cluster_object_kind_free(&wanted);
-    preflight_check_with_config_string_free(&in_namespace);
-    preflight_check_with_config_string_free(&selector);
+    check_string_free(&in_namespace);
+    check_string_free(&selector);
     if (!ok) {
         *error = terminated(&failure);
-        preflight_check_with_config_string_free(&failure);
+        check_string_free(&failure);
         return PF_LOOKUP_FAILED;
     }
     size_t length = 2;
@@ -348,8 +359,215 @@ pf_lookup pf_list(const char *api_version, const char *kind, const char *namespa
     }
     array[at++] = ']';
     array[at] = '\0';
-    preflight_check_with_config_list_string_free(&found);
+    check_list_string_free(&found);
     pf_lookup result = parsed(array, at, kind, objects, error);
     free(array);
     return result;
+}
+
+/* ---- Outbound HTTP (wasi:http/outgoing-handler; the host enforces the check's grant) ---- */
+
+/* The wasi:http error codes by tag, named as every SDK names them. */
+static const char *const ERROR_CODE_NAMES[] = {
+    "DnsTimeout", "DnsError", "DestinationNotFound", "DestinationUnavailable", "DestinationIpProhibited",
+    "DestinationIpUnroutable", "ConnectionRefused", "ConnectionTerminated", "ConnectionTimeout",
+    "ConnectionReadTimeout", "ConnectionWriteTimeout", "ConnectionLimitReached", "TlsProtocolError",
+    "TlsCertificateError", "TlsAlertReceived", "HttpRequestDenied", "HttpRequestLengthRequired",
+    "HttpRequestBodySize", "HttpRequestMethodInvalid", "HttpRequestUriInvalid", "HttpRequestUriTooLong",
+    "HttpRequestHeaderSectionSize", "HttpRequestHeaderSize", "HttpRequestTrailerSectionSize",
+    "HttpRequestTrailerSize", "HttpResponseIncomplete", "HttpResponseHeaderSectionSize", "HttpResponseHeaderSize",
+    "HttpResponseBodySize", "HttpResponseTrailerSectionSize", "HttpResponseTrailerSize",
+    "HttpResponseTransferCoding", "HttpResponseContentCoding", "HttpResponseTimeout", "HttpUpgradeFailed",
+    "HttpProtocolError", "LoopDetected", "ConfigurationError", "InternalError",
+};
+
+static char *http_failure(const char *url, const char *what) { return formatted("GET %s: %s", url, what); }
+
+static char *error_code_failure(const char *url, wasi_http_types_error_code_t *code) {
+    const char *name = code->tag < sizeof ERROR_CODE_NAMES / sizeof *ERROR_CODE_NAMES ? ERROR_CODE_NAMES[code->tag]
+                                                                                         : "an unknown error code";
+    char *failure = http_failure(url, name);
+    wasi_http_types_error_code_free(code);
+    return failure;
+}
+
+/* Splits an absolute http(s) URL into scheme (https or not), authority and path with query, allocated. */
+static char *split_url(const char *url, bool *https, char **authority, char **path) {
+    const char *rest = strstr(url, "://");
+    if (rest == NULL) return formatted("\"%s\" is not an absolute URL", url);
+    size_t scheme_length = (size_t)(rest - url);
+    bool is_http = scheme_length == 4 && strncasecmp(url, "http", 4) == 0;
+    *https = scheme_length == 5 && strncasecmp(url, "https", 5) == 0;
+    if (!is_http && !*https) return formatted("\"%s\": the scheme must be http or https", url);
+    rest += 3;
+    size_t cut = strcspn(rest, "/?");
+    if (cut == 0) return formatted("\"%s\" has no host", url);
+    *authority = strndup(rest, cut);
+    *path = duplicate(rest[cut] == '\0' ? "/" : rest + cut);
+    if (*authority == NULL || *path == NULL) abort();
+    return NULL;
+}
+
+static char *send_get(const char *url, const pf_header *headers, size_t header_count, pf_response *response) {
+    bool https;
+    char *authority = NULL, *path = NULL;
+    char *problem = split_url(url, &https, &authority, &path);
+    if (problem != NULL) return problem;
+    wasi_http_types_own_fields_t fields = wasi_http_types_constructor_fields();
+    for (size_t i = 0; i < header_count && problem == NULL; i++) {
+        check_string_t name;
+        check_string_dup(&name, headers[i].name);
+        wasi_http_types_field_value_t value = {(uint8_t *)headers[i].value, strlen(headers[i].value)};
+        wasi_http_types_header_error_t refused;
+        if (!wasi_http_types_method_fields_append(wasi_http_types_borrow_fields(fields), &name, &value, &refused)) {
+            problem = formatted("GET %s: header %s is refused", url, headers[i].name);
+        }
+        check_string_free(&name);
+    }
+    wasi_http_types_own_outgoing_request_t request = wasi_http_types_constructor_outgoing_request(fields);
+    wasi_http_types_borrow_outgoing_request_t borrowed = wasi_http_types_borrow_outgoing_request(request);
+    wasi_http_types_method_t get = {.tag = WASI_HTTP_TYPES_METHOD_GET};
+    wasi_http_types_scheme_t scheme = {.tag = https ? WASI_HTTP_TYPES_SCHEME_HTTPS : WASI_HTTP_TYPES_SCHEME_HTTP};
+    check_string_t wire_authority, wire_path;
+    check_string_set(&wire_authority, authority);
+    check_string_set(&wire_path, path);
+    if (problem == NULL && !(wasi_http_types_method_outgoing_request_set_method(borrowed, &get) &&
+                             wasi_http_types_method_outgoing_request_set_scheme(borrowed, &scheme) &&
+                             wasi_http_types_method_outgoing_request_set_authority(borrowed, &wire_authority) &&
+                             wasi_http_types_method_outgoing_request_set_path_with_query(borrowed, &wire_path))) {
+        problem = http_failure(url, "invalid URL");
+    }
+    free(authority);
+    free(path);
+    if (problem != NULL) {
+        wasi_http_types_outgoing_request_drop_own(request);
+        return problem;
+    }
+    wasi_http_types_own_future_incoming_response_t pending;
+    wasi_http_types_error_code_t code;
+    if (!wasi_http_outgoing_handler_handle(request, NULL, &pending, &code)) return error_code_failure(url, &code);
+    wasi_http_types_borrow_future_incoming_response_t waiting = wasi_http_types_borrow_future_incoming_response(pending);
+    wasi_io_poll_own_pollable_t ready = wasi_http_types_method_future_incoming_response_subscribe(waiting);
+    wasi_io_poll_method_pollable_block(wasi_io_poll_borrow_pollable(ready));
+    wasi_io_poll_pollable_drop_own(ready);
+    wasi_http_types_result_result_own_incoming_response_error_code_void_t answer;
+    bool answered = wasi_http_types_method_future_incoming_response_get(waiting, &answer);
+    wasi_http_types_future_incoming_response_drop_own(pending);
+    if (!answered || answer.is_err) return http_failure(url, "no response");
+    if (answer.val.ok.is_err) return error_code_failure(url, &answer.val.ok.val.err);
+    wasi_http_types_own_incoming_response_t incoming = answer.val.ok.val.ok;
+    wasi_http_types_borrow_incoming_response_t read = wasi_http_types_borrow_incoming_response(incoming);
+    memset(response, 0, sizeof *response);
+    response->status = wasi_http_types_method_incoming_response_status(read);
+    wasi_http_types_own_headers_t got = wasi_http_types_method_incoming_response_headers(read);
+    wasi_http_types_list_tuple2_field_name_field_value_t entries;
+    wasi_http_types_method_fields_entries(wasi_http_types_borrow_fields(got), &entries);
+    response->headers = calloc(entries.len == 0 ? 1 : entries.len, sizeof *response->headers);
+    if (response->headers == NULL) abort();
+    for (size_t i = 0; i < entries.len; i++) {
+        response->headers[i].name = terminated(&entries.ptr[i].f0);
+        response->headers[i].value = strndup((const char *)entries.ptr[i].f1.ptr, entries.ptr[i].f1.len);
+        if (response->headers[i].value == NULL) abort();
+    }
+    response->header_count = entries.len;
+    wasi_http_types_list_tuple2_field_name_field_value_free(&entries);
+    wasi_http_types_fields_drop_own(got);
+    wasi_http_types_own_incoming_body_t body;
+    wasi_io_streams_own_input_stream_t stream;
+    if (!wasi_http_types_method_incoming_response_consume(read, &body)) {
+        wasi_http_types_incoming_response_drop_own(incoming);
+        pf_response_free(response);
+        return http_failure(url, "the body cannot be read");
+    }
+    if (!wasi_http_types_method_incoming_body_stream(wasi_http_types_borrow_incoming_body(body), &stream)) {
+        wasi_http_types_incoming_body_drop_own(body);
+        wasi_http_types_incoming_response_drop_own(incoming);
+        pf_response_free(response);
+        return http_failure(url, "the body cannot be read");
+    }
+    size_t capacity = 1;
+    response->body = malloc(capacity);
+    if (response->body == NULL) abort();
+    for (;;) {
+        check_list_u8_t chunk;
+        wasi_io_streams_stream_error_t failed;
+        if (!wasi_io_streams_method_input_stream_blocking_read(wasi_io_streams_borrow_input_stream(stream), 64 << 10,
+                                                               &chunk, &failed)) {
+            bool closed = failed.tag == WASI_IO_STREAMS_STREAM_ERROR_CLOSED;
+            wasi_io_streams_stream_error_free(&failed);
+            if (closed) break;
+            problem = http_failure(url, "reading the body failed");
+            break;
+        }
+        if (response->body_length + chunk.len + 1 > capacity) {
+            while (response->body_length + chunk.len + 1 > capacity) capacity *= 2;
+            response->body = realloc(response->body, capacity);
+            if (response->body == NULL) abort();
+        }
+        memcpy(response->body + response->body_length, chunk.ptr, chunk.len);
+        response->body_length += chunk.len;
+        check_list_u8_free(&chunk);
+    }
+    response->body[response->body_length] = '\0';
+    wasi_io_streams_input_stream_drop_own(stream);
+    wasi_http_types_future_trailers_drop_own(wasi_http_types_static_incoming_body_finish(body));
+    wasi_http_types_incoming_response_drop_own(incoming);
+    if (problem != NULL) pf_response_free(response);
+    return problem;
+}
+
+/* `location` (absolute, or an absolute path) relative to `base`, allocated; NULL with *problem set if neither. */
+static char *resolve(const char *base, const char *location, char **problem) {
+    if (strstr(location, "://") != NULL) return duplicate(location);
+    if (location[0] != '/') {
+        *problem = formatted("unsupported redirect location \"%s\" (relative paths are not followed)", location);
+        return NULL;
+    }
+    const char *authority = strstr(base, "://") + 3;
+    size_t prefix = (size_t)(authority - base) + strcspn(authority, "/?");
+    return formatted("%.*s%s", (int)prefix, base, location);
+}
+
+char *pf_http_get(const char *url, const pf_header *headers, size_t header_count, pf_response *response) {
+    char *current = duplicate(url);
+    for (int redirect = 0; redirect <= PF_MAX_REDIRECTS; redirect++) {
+        char *problem = send_get(current, headers, header_count, response);
+        if (problem != NULL) {
+            free(current);
+            return problem;
+        }
+        const char *location = pf_response_header(response, "location");
+        bool moved = location != NULL && (response->status == 301 || response->status == 302 ||
+                                          response->status == 303 || response->status == 307 ||
+                                          response->status == 308);
+        if (!moved) {
+            free(current);
+            return NULL;
+        }
+        char *next = resolve(current, location, &problem);
+        pf_response_free(response);
+        free(current);
+        if (next == NULL) return problem;
+        current = next;
+    }
+    char *problem = formatted("more than %d redirects from %s", PF_MAX_REDIRECTS, current);
+    free(current);
+    return problem;
+}
+
+const char *pf_response_header(const pf_response *response, const char *name) {
+    for (size_t i = 0; i < response->header_count; i++) {
+        if (strcasecmp(response->headers[i].name, name) == 0) return response->headers[i].value;
+    }
+    return NULL;
+}
+
+void pf_response_free(pf_response *response) {
+    for (size_t i = 0; i < response->header_count; i++) {
+        free(response->headers[i].name);
+        free(response->headers[i].value);
+    }
+    free(response->headers);
+    free(response->body);
+    memset(response, 0, sizeof *response);
 }

@@ -14,7 +14,7 @@
  * The idioms are the Rust SDK's: proceed / requeue after / block / error, with a reason and a message, outputs,
  * logging. The object and the configuration arrive parsed (preflight_json.h). A configuration that is not a JSON
  * object is an error with reason InvalidConfig; pf_invalid_object reports an object without the shape the check
- * needs (reason InvalidObject). Build for the world `preflight:check/preflight-check-with-config@0.2.0` with
+ * needs (reason InvalidObject). Build for the guest world `preflight:guest/check` (guest-sdk/wit) with
  * wit-bindgen c, Debian's clang and wasi-libc, and the reactor adapter (guest-sdk/c/README.md).
  */
 #ifndef PREFLIGHT_H
@@ -108,6 +108,36 @@ pf_lookup pf_get(const char *api_version, const char *kind, const char *namespac
  *  sorted by namespace and name, as one parsed JSON array in *objects (free it with pf_json_free). */
 pf_lookup pf_list(const char *api_version, const char *kind, const char *namespace, const char *label_selector,
                   pf_json **objects, char **error);
+
+/** Most redirects pf_http_get follows; each one is a new request the host checks against the allow-list. */
+#define PF_MAX_REDIRECTS 5
+
+/** A request or response header field (NUL-terminated name and value). */
+typedef struct {
+    char *name;
+    char *value;
+} pf_header;
+
+/** An HTTP response read whole (the host caps its size). */
+typedef struct {
+    int status;
+    pf_header *headers;  /* names in lower case, as the host gives them */
+    size_t header_count;
+    char *body;          /* NUL-terminated after body_length bytes */
+    size_t body_length;
+} pf_response;
+
+/** Sends GET `url` through the host's wasi:http (contract 0.2) and reads the whole response into *response,
+ *  following up to PF_MAX_REDIRECTS redirects, with `header_count` request `headers` (NULL, 0: none). Returns
+ *  NULL on success (free the response with pf_response_free), else an allocated message (free it) that names
+ *  the wasi:http error code as every SDK does ("GET http://...: HttpRequestDenied": not in the check's
+ *  allow-list). The host sends only to destinations the check's ConfigMap grants (its `http` key), and
+ *  refuses the headers it sets itself (Host, the grant's credentials). */
+char *pf_http_get(const char *url, const pf_header *headers, size_t header_count, pf_response *response);
+/** The first value of header `name` (case-insensitive), or NULL. */
+const char *pf_response_header(const pf_response *response, const char *name);
+/** Frees what pf_http_get put in *response. */
+void pf_response_free(pf_response *response);
 
 /** The function a check defines. */
 typedef pf_outcome (*pf_check_fn)(const pf_request *request);

@@ -149,10 +149,8 @@ pub fn build_js_check(project: &str) -> PathBuf {
     })
 }
 
-/// The contract world C checks are built for (they use no `wasi:http`, so the contract alone).
-const CONTRACT_WORLD: &str = "preflight:check/preflight-check-with-config@0.2.0";
-/// The world Go checks are built for: the contract and `wasi:http` (`guest-sdk/wit`, whose WASI is the
-/// host's); a check that sends no request imports no `wasi:http`.
+/// The world C and Go checks are built for: the contract and `wasi:http` (`guest-sdk/wit`, whose WASI is
+/// the host's); a check that sends no request imports no `wasi:http`.
 const GUEST_WORLD: &str = "preflight:guest/check";
 
 /// Builds the C check `<project>/c/*.c` with the C SDK (guest-sdk/c): bindings from `wit-bindgen c`,
@@ -171,7 +169,12 @@ pub fn build_c_check(project: &str) -> PathBuf {
         let path = component_path(
             &output_dir,
             example,
-            &[&sources, &sdk, &root.join("wit/v0.2")],
+            &[
+                &sources,
+                &sdk,
+                &root.join("guest-sdk/wit"),
+                &root.join("wit/v0.2"),
+            ],
             &[&clang, &wit_bindgen, &wasm_tools],
         );
         if path.exists() {
@@ -181,8 +184,8 @@ pub fn build_c_check(project: &str) -> PathBuf {
         let bindings = scratch.join("bindings");
         run(step(&wit_bindgen)
             .arg("c")
-            .arg(root.join("wit/v0.2"))
-            .args(["--world", CONTRACT_WORLD, "--out-dir"])
+            .arg(root.join("guest-sdk/wit"))
+            .args(["--world", GUEST_WORLD, "--out-dir"])
             .arg(&bindings));
         let core = scratch.join("core.wasm");
         run(step(&clang)

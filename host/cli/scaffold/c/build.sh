@@ -11,7 +11,7 @@ wit_bindgen=${WIT_BINDGEN:-$(find_tool wit-bindgen \
 wasm_tools=${WASM_TOOLS:-$(find_tool wasm-tools \
   "run the preflight repository's scripts/setup, or: cargo install --locked wasm-tools@1.254.2" \
   "$cache/tools/bin/wasm-tools")}
-"$wit_bindgen" c wit --world preflight:check/preflight-check-with-config@0.2.0 --out-dir bindings >/dev/null
+"$wit_bindgen" c wit --world preflight:guest/check --out-dir bindings >/dev/null
 "${CLANG:-clang-19}" --target=wasm32-wasi --sysroot="${WASI_SYSROOT:-/usr}" -mexec-model=reactor -Os -Wall -Wextra \
   -Wl,--strip-debug -I preflight-sdk -I bindings app.c preflight-sdk/*.c bindings/*.c bindings/*_component_type.o \
   -o {{name}}.core.wasm

@@ -174,7 +174,7 @@ pub fn scaffold(args: ScaffoldArgs) -> Result<(), Problem> {
         }
         Language::C => {
             write_dir(&C_SDK, &directory.join("preflight-sdk"), &str::to_owned)?;
-            write(&directory.join("wit/preflight.wit"), CONTRACT.as_bytes())?;
+            write_dir(&GUEST_WIT, &directory.join("wit"), &str::to_owned)?;
             write_adapter(directory)?;
         }
     }

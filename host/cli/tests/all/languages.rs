@@ -407,6 +407,7 @@ fn every_language_refuses_a_configuration_with_the_validator_s_message() {
         ("python", build_python_check("plugins/external-dependency")),
         ("javascript", build_js_check("plugins/external-dependency")),
         ("go", build_go_check("plugins/external-dependency")),
+        ("c", build_c_check("plugins/external-dependency")),
     ] {
         let check = engine.load(&std::fs::read(&path).unwrap()).unwrap();
         for (config, says) in [
@@ -451,6 +452,7 @@ fn every_language_reaches_out_the_same_way_under_the_same_grant() {
         ("python", build_python_check("plugins/external-dependency")),
         ("javascript", build_js_check("plugins/external-dependency")),
         ("go", build_go_check("plugins/external-dependency")),
+        ("c", build_c_check("plugins/external-dependency")),
     ];
     for dependency in ["db", "queue"] {
         let object = dir.join(format!("{dependency}.yaml"));
