@@ -84,6 +84,12 @@ pf_outcome pf_output(pf_outcome outcome, const char *key, const char *value);
  *  same rule as every SDK's with_jitter): objects spread their retries, each keeps its schedule. */
 uint64_t pf_with_jitter_ms(uint64_t base_ms, uint32_t percent, const pf_target *target);
 
+/** Reads an RFC 3339 date-time as Kubernetes writes them ("2026-12-04T10:15:30Z", "2026-12-04T11:15:30.25+01:00")
+ *  into *unix_ms (Unix milliseconds), by the rule every SDK holds to: YYYY-MM-DDTHH:MM:SS, then 1 to 9 fraction
+ *  digits after a "." (truncated to milliseconds), then "Z" or "+HH:MM"/"-HH:MM"; "T" and "Z" upper case; the
+ *  date must exist, seconds 0-59, offsets up to 23:59. Returns false (and leaves *unix_ms) otherwise. */
+bool pf_parse_time(const char *text, int64_t *unix_ms);
+
 /** Log lines, tagged by the host with the check and the object (printf-style). */
 void pf_trace(const char *format, ...) __attribute__((format(printf, 1, 2)));
 void pf_debug(const char *format, ...) __attribute__((format(printf, 1, 2)));

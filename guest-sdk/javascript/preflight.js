@@ -180,6 +180,42 @@ export function withJitter(seconds, percent, target) {
   return (baseMs + Number(digest % spreadMs)) / 1000;
 }
 
+/**
+ * An RFC 3339 date-time as Kubernetes writes them (`2026-12-04T10:15:30Z`, `2026-12-04T11:15:30.25+01:00`) in
+ * Unix milliseconds, by the rule every SDK holds to: `YYYY-MM-DDTHH:MM:SS`, then 1 to 9 fraction digits after a
+ * `.` (truncated to milliseconds), then `Z` or `+HH:MM`/`-HH:MM`; `T` and `Z` upper case; the date must exist,
+ * seconds 0-59, offsets up to 23:59. Throws otherwise (`Date.parse` accepts much more than RFC 3339, and
+ * other SDKs would refuse what it accepts).
+ */
+export function parseTime(text) {
+  const match =
+    typeof text === "string" &&
+    /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|([+-])(\d{2}):(\d{2}))$/.exec(text);
+  const problem = () => new Error(`${JSON.stringify(text)} is not an RFC 3339 time such as 2026-12-04T10:15:30Z`);
+  if (!match) {
+    throw problem();
+  }
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number);
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const monthDays = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1];
+  if (month < 1 || month > 12 || day < 1 || day > monthDays || hour > 23 || minute > 59 || second > 59) {
+    throw problem();
+  }
+  const millis = match[7] === undefined ? 0 : Number(match[7].slice(0, 3).padEnd(3, "0"));
+  let offset = 0;
+  if (match[8] !== "Z") {
+    const [hours, minutes] = [Number(match[10]), Number(match[11])];
+    if (hours > 23 || minutes > 59) {
+      throw problem();
+    }
+    offset = (match[9] === "-" ? -1 : 1) * (hours * 60 + minutes);
+  }
+  const utc = new Date(0);
+  utc.setUTCFullYear(year, month - 1, day);
+  utc.setUTCHours(hour, minute, second, millis);
+  return utc.getTime() - offset * 60000;
+}
+
 /** How many redirects `http.get` follows; each one is a new request the host checks against the allow-list. */
 export const MAX_REDIRECTS = 5;
 

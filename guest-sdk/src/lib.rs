@@ -45,12 +45,14 @@ mod request;
 #[doc(hidden)]
 pub mod runtime;
 pub mod testing;
+mod time;
 
 pub use jitter::with_jitter;
 pub use log::{debug, error, info, trace, warn};
 pub use object::{Metadata, Object};
 pub use outcome::{IntoOutcome, Outcome};
 pub use request::{Request, Target};
+pub use time::parse_time;
 
 /// The `wit-bindgen` bindings of the `preflight-check-with-config` world. Used by [`check!`]; not part of
 /// the API.

@@ -29,7 +29,7 @@ from wit_world.imports.preflight_check_types import Output, PreflightResult
 from . import cluster, http
 
 __all__ = [
-    "Outcome", "Request", "Target", "InvalidObject", "exports", "with_jitter", "http", "cluster",
+    "Outcome", "Request", "Target", "InvalidObject", "exports", "with_jitter", "parse_time", "http", "cluster",
     "trace", "debug", "info", "warn", "error",
 ]
 
@@ -164,6 +164,57 @@ def exports(check, validate=None):
                 raise Err(str(problem)) from None
 
     return Evaluate, Configure
+
+
+_TIME_SEPARATORS = ((4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"))
+
+
+def parse_time(text):
+    """An RFC 3339 date-time as Kubernetes writes them (`2026-12-04T10:15:30Z`, `2026-12-04T11:15:30.25+01:00`)
+    in Unix milliseconds, by the rule every SDK holds to: `YYYY-MM-DDTHH:MM:SS`, then 1 to 9 fraction digits
+    after a `.` (truncated to milliseconds), then `Z` or `+HH:MM`/`-HH:MM`; `T` and `Z` upper case; the date
+    must exist, seconds 0-59, offsets up to 23:59. Raises ValueError otherwise (datetime.fromisoformat accepts
+    more than RFC 3339, and other SDKs would refuse what it accepts)."""
+    problem = ValueError(f"{text!r} is not an RFC 3339 time such as 2026-12-04T10:15:30Z")
+
+    def number(start, digits):
+        field = text[start:start + digits]
+        if len(field) != digits or not all("0" <= c <= "9" for c in field):
+            raise problem
+        return int(field)
+
+    if not isinstance(text, str) or any(text[at:at + 1] != sep for at, sep in _TIME_SEPARATORS):
+        raise problem
+    year, month, day = number(0, 4), number(5, 2), number(8, 2)
+    hour, minute, second = number(11, 2), number(14, 2), number(17, 2)
+    if not 1 <= month <= 12 or hour > 23 or minute > 59 or second > 59:
+        raise problem
+    try:
+        date = datetime.date(year, month, day)
+    except ValueError:
+        raise problem from None
+    at, millis = 19, 0
+    if text[at:at + 1] == ".":
+        digits = 0
+        while "0" <= text[at + 1 + digits:at + 2 + digits] <= "9" and text[at + 1 + digits:at + 2 + digits]:
+            digits += 1
+        if not 1 <= digits <= 9:
+            raise problem
+        kept = min(digits, 3)
+        millis = number(at + 1, kept) * 10 ** (3 - kept)
+        at += 1 + digits
+    rest = text[at:]
+    if rest == "Z":
+        offset = 0
+    elif len(rest) == 6 and rest[0] in "+-" and rest[3] == ":":
+        hours, minutes = number(at + 1, 2), number(at + 4, 2)
+        if hours > 23 or minutes > 59:
+            raise problem
+        offset = (hours * 60 + minutes) * (-1 if rest[0] == "-" else 1)
+    else:
+        raise problem
+    days = (date - datetime.date(1970, 1, 1)).days
+    return (days * 86400 + hour * 3600 + minute * 60 + second - offset * 60) * 1000 + millis
 
 
 def with_jitter(seconds, percent, target):

@@ -35,6 +35,17 @@ static pf_outcome check(const pf_request *request) {
         uint64_t delay = seconds == NULL ? 0 : (uint64_t)count;
         return pf_because(pf_requeue_after_ms(delay * 1000), "Waiting", "waiting %llu s", (unsigned long long)delay);
     }
+    if (strcmp(behave, "since") == 0) {
+        const char *text = pf_json_string(pf_json_get(spec, "at"));
+        int64_t at;
+        if (!pf_parse_time(text, &at)) {
+            return pf_invalid_object("the object does not match the check's type: spec.at: \"%s\" is not an RFC 3339 time",
+                                     text == NULL ? "" : text);
+        }
+        char echoed[24];
+        snprintf(echoed, sizeof echoed, "%lld", (long long)at);
+        return pf_output(pf_because(pf_proceed(), "Parsed", "%s", ""), "at", echoed);
+    }
     if (strcmp(behave, "count") == 0) {
         char count[16];
         snprintf(count, sizeof count, "%u", calls);

@@ -14,6 +14,7 @@ type object struct {
 	Spec struct {
 		Behave  *string `json:"behave"`
 		Seconds uint32  `json:"seconds"`
+		At      string  `json:"at"`
 	} `json:"spec"`
 }
 
@@ -47,6 +48,12 @@ func check(request preflight.Request) preflight.Outcome {
 	case "requeue":
 		return preflight.RequeueAfter(time.Duration(probe.Spec.Seconds)*time.Second).
 			Because("Waiting", fmt.Sprintf("waiting %d s", probe.Spec.Seconds))
+	case "since":
+		at, err := preflight.ParseTime(probe.Spec.At)
+		if err != nil {
+			return preflight.InvalidObject(fmt.Errorf("the object does not match the check's type: spec.at: %w", err))
+		}
+		return preflight.Proceed().Because("Parsed", "").Output("at", strconv.FormatInt(at, 10))
 	case "count":
 		return preflight.Proceed().Because("Counted", "").Output("calls", strconv.Itoa(calls))
 	case "block":

@@ -1,5 +1,5 @@
 // The conformance check in JavaScript (see tests/conformance/README.md): what it does is picked by spec.behave.
-import { InvalidObject, Outcome, exports } from "./preflight.js";
+import { InvalidObject, Outcome, exports, parseTime } from "./preflight.js";
 
 // Evaluations this instance has served: 1 in a fresh instance, more when the host reuses instances.
 let calls = 0;
@@ -23,6 +23,15 @@ function check(request) {
         throw new InvalidObject("the object does not match the check's type: spec.seconds is not a count");
       }
       return Outcome.requeueAfter(seconds).because("Waiting", `waiting ${seconds} s`);
+    }
+    case "since": {
+      let at;
+      try {
+        at = parseTime(spec.at);
+      } catch (problem) {
+        throw new InvalidObject(`the object does not match the check's type: spec.at: ${problem.message}`);
+      }
+      return Outcome.proceed().because("Parsed", "").output("at", String(at));
     }
     case "count":
       return Outcome.proceed().because("Counted", "").output("calls", String(calls));

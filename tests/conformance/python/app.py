@@ -25,6 +25,12 @@ def check(request):
         if type(seconds) is not int or seconds < 0:
             raise preflight.InvalidObject("the object does not match the check's type: spec.seconds is not a count")
         return preflight.Outcome.requeue_after(seconds).because("Waiting", f"waiting {seconds} s")
+    if behave == "since":
+        try:
+            at = preflight.parse_time(spec.get("at"))
+        except ValueError as problem:
+            raise preflight.InvalidObject(f"the object does not match the check's type: spec.at: {problem}") from None
+        return preflight.Outcome.proceed().because("Parsed").output("at", str(at))
     if behave == "count":
         return preflight.Outcome.proceed().because("Counted").output("calls", str(calls))
     if behave == "block":

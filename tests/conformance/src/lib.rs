@@ -14,6 +14,9 @@ pub struct Spec {
     /// For `requeue`: the delay in seconds.
     #[serde(default)]
     pub seconds: Option<u32>,
+    /// For `since`: an RFC 3339 time, echoed as Unix milliseconds.
+    #[serde(default)]
+    pub at: Option<String>,
 }
 
 /// The check's configuration.
@@ -54,6 +57,15 @@ pub fn check(request: Request<Object<Spec>, Config>) -> Outcome {
             Outcome::requeue_after(Duration::from_secs(seconds.into()))
                 .because("Waiting", format!("waiting {seconds} s"))
         }
+        "since" => match preflight_guest::parse_time(spec.at.as_deref().unwrap_or_default()) {
+            Ok(unix_ms) => Outcome::proceed()
+                .because("Parsed", "")
+                .output("at", unix_ms.to_string()),
+            Err(problem) => Outcome::error(format!(
+                "the object does not match the check's type: spec.at: {problem}"
+            ))
+            .because("InvalidObject", ""),
+        },
         "block" => Outcome::block().because("Blocked", "blocked"),
         "count" => Outcome::proceed()
             .because("Counted", "")

@@ -109,7 +109,7 @@ fn every_language_passes_the_conformance_suite() {
         "tests/conformance",
         "conformance",
         "tests/conformance/fixtures.yaml",
-        11,
+        18,
     );
     eprintln!("rust, python, javascript, go, c:\n{table}");
 }
