@@ -10,9 +10,9 @@
 use crate::check_set::{CheckSet, LoadedCheck};
 use crate::check_source;
 use crate::check_watcher::{parts_of, prepare};
-use crate::condition::condition_of;
+use crate::condition::{PreflightCondition, condition_of};
 use crate::controllers::resolve;
-use crate::gate::Gate;
+use crate::gate::{Gate, GateResult};
 use crate::lookups::ObjectCaches;
 use crate::vocabulary::{CheckMode, CheckSource};
 use futures::{StreamExt, stream};
@@ -223,50 +223,8 @@ pub async fn what_if(
         .map(|object| async move {
             let json = serde_json::to_value(&object).unwrap_or_default();
             let result = gate.evaluate(kind, json).await;
-            let now = condition_of(&object);
             let key = (object.namespace().unwrap_or_default(), object.name_any());
-            if result.runs.is_empty() {
-                return Verdict::NotSelected;
-            }
-            if matches!(result.decision.action, Action::Backoff(_) | Action::Stop) {
-                return Verdict::NotEvaluated(NotEvaluated {
-                    namespace: key.0,
-                    name: key.1,
-                    reason: result.summary.reason,
-                    message: result.summary.message,
-                });
-            }
-            let proceeds_now = now.as_ref().is_none_or(|now| now.is_true());
-            let would_proceed = result.summary.proceed;
-            let change = match (proceeds_now, would_proceed) {
-                (true, false) => Some(Change::ProceedToHold),
-                (false, true) => Some(Change::HoldToProceed),
-                (false, false)
-                    if now.as_ref().map(|now| now.reason.as_str())
-                        != Some(result.summary.reason.as_str()) =>
-                {
-                    Some(Change::ReasonChanged)
-                }
-                _ => None,
-            };
-            match change {
-                None => Verdict::Unchanged,
-                Some(change) => Verdict::Changed(Difference {
-                    namespace: key.0,
-                    name: key.1,
-                    change,
-                    now: now.map_or_else(
-                        || "none".to_owned(),
-                        |now| format!("{}/{}", now.status, now.reason),
-                    ),
-                    would: format!(
-                        "{}/{}",
-                        if would_proceed { "True" } else { "False" },
-                        result.summary.reason
-                    ),
-                    message: result.summary.message,
-                }),
-            }
+            classify(key, condition_of(&object).as_ref(), &result)
         })
         .buffer_unordered(options.concurrency.max(1))
         .collect()
@@ -301,7 +259,54 @@ pub async fn what_if(
     })
 }
 
+/// Where an object goes in the report: its condition now against what the candidate decided. A failure is
+/// "not evaluated" (the candidate could not decide); an object without a condition counts as proceeding (no
+/// check gates it).
+fn classify(
+    (namespace, name): (String, String),
+    now: Option<&PreflightCondition>,
+    result: &GateResult,
+) -> Verdict {
+    if result.runs.is_empty() {
+        return Verdict::NotSelected;
+    }
+    let summary = &result.summary;
+    if matches!(result.decision.action, Action::Backoff(_) | Action::Stop) {
+        return Verdict::NotEvaluated(NotEvaluated {
+            namespace,
+            name,
+            reason: summary.reason.clone(),
+            message: summary.message.clone(),
+        });
+    }
+    let proceeds_now = now.is_none_or(PreflightCondition::is_true);
+    let change = match (proceeds_now, summary.proceed) {
+        (true, false) => Change::ProceedToHold,
+        (false, true) => Change::HoldToProceed,
+        (false, false) if now.map(|now| now.reason.as_str()) != Some(summary.reason.as_str()) => {
+            Change::ReasonChanged
+        }
+        _ => return Verdict::Unchanged,
+    };
+    Verdict::Changed(Difference {
+        namespace,
+        name,
+        change,
+        now: now.map_or_else(
+            || "none".to_owned(),
+            |now| format!("{}/{}", now.status, now.reason),
+        ),
+        would: format!(
+            "{}/{}",
+            if summary.proceed { "True" } else { "False" },
+            summary.reason
+        ),
+        message: summary.message.clone(),
+    })
+}
+
 /// One object's place in the report.
+#[derive(Debug)]
 enum Verdict {
     NotSelected,
     Unchanged,
@@ -320,5 +325,127 @@ async fn list_all(api: &Api<DynamicObject>) -> Result<Vec<DynamicObject>, kube::
             Some(token) => params = params.continue_token(&token),
             None => return Ok(objects),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::{CheckRun, Summary};
+    use preflight_engine::action::Decision;
+    use preflight_engine::{Failure, FailureKind, Verdict as CheckVerdict};
+
+    fn condition(status: &str, reason: &str) -> PreflightCondition {
+        PreflightCondition {
+            type_: "Preflight".into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            observed_generation: Some(1),
+            last_transition_time: "2026-12-04T07:00:00Z".into(),
+        }
+    }
+
+    fn verdict(proceed: bool) -> CheckVerdict {
+        CheckVerdict {
+            proceed,
+            requeue_after: None,
+            reason: String::new(),
+            message: String::new(),
+            outputs: Default::default(),
+        }
+    }
+
+    /// A result of one run that proceeds, waits with `reason`, or fails.
+    fn result(outcome: &str, reason: &str) -> GateResult {
+        let (action, run_outcome) = match outcome {
+            "proceed" => (
+                Action::Proceed {
+                    recheck_after: None,
+                },
+                Ok(verdict(true)),
+            ),
+            "wait" => (Action::AwaitChange, Ok(verdict(false))),
+            _ => (
+                Action::Backoff(std::time::Duration::from_secs(1)),
+                Err(Failure::new(FailureKind::Trap, "trapped")),
+            ),
+        };
+        GateResult {
+            decision: Decision {
+                action,
+                failures: 0,
+            },
+            summary: Summary {
+                proceed: outcome == "proceed",
+                reason: reason.into(),
+                message: String::new(),
+            },
+            runs: vec![CheckRun {
+                name: "ns/candidate".into(),
+                outcome: run_outcome,
+                ignored: None,
+                suspended: false,
+                duration: std::time::Duration::ZERO,
+                outputs_placement: Default::default(),
+            }],
+            monitor: None,
+        }
+    }
+
+    fn place(now: Option<PreflightCondition>, result: &GateResult) -> String {
+        match classify(("ns".into(), "o".into()), now.as_ref(), result) {
+            Verdict::NotSelected => "not-selected".into(),
+            Verdict::Unchanged => "unchanged".into(),
+            Verdict::NotEvaluated(failure) => format!("not-evaluated {}", failure.reason),
+            Verdict::Changed(difference) => {
+                format!(
+                    "{:?} {} -> {}",
+                    difference.change, difference.now, difference.would
+                )
+            }
+        }
+    }
+
+    #[test]
+    fn each_object_lands_where_its_verdict_would_move() {
+        let held = || Some(condition("False", "Missing"));
+        let proceeding = || Some(condition("True", "Ok"));
+        let table = [
+            (
+                None,
+                result("wait", "Missing"),
+                "ProceedToHold none -> False/Missing",
+            ),
+            (None, result("proceed", "Ok"), "unchanged"),
+            (
+                proceeding(),
+                result("wait", "Missing"),
+                "ProceedToHold True/Ok -> False/Missing",
+            ),
+            (proceeding(), result("proceed", "Other"), "unchanged"),
+            (
+                held(),
+                result("proceed", "Ok"),
+                "HoldToProceed False/Missing -> True/Ok",
+            ),
+            (held(), result("wait", "Missing"), "unchanged"),
+            (
+                held(),
+                result("wait", "Closed"),
+                "ReasonChanged False/Missing -> False/Closed",
+            ),
+            (
+                proceeding(),
+                result("fail", "CheckTrapped"),
+                "not-evaluated CheckTrapped",
+            ),
+        ];
+        for (now, result, expected) in table {
+            assert_eq!(place(now.clone(), &result), expected, "{now:?}");
+        }
+        let mut outside = result("wait", "Missing");
+        outside.runs.clear();
+        assert_eq!(place(held(), &outside), "not-selected");
     }
 }
