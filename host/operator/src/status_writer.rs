@@ -551,4 +551,98 @@ mod tests {
         let nothing = writer.record_all(&apps, Placement::Status, &bare, &monitor_gone[1..]);
         assert_eq!(nothing.await.unwrap(), Recorded::Unchanged);
     }
+
+    #[tokio::test]
+    async fn a_kind_without_status_gets_both_conditions_in_one_annotation_patch_and_loses_one_alone()
+     {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let writer = StatusWriter::new(
+            client.clone(),
+            EventPublisher::new(client, "preflight", None),
+        );
+        let server = tokio::spawn(async move {
+            let mut patches = Vec::new();
+            for round in 0..2 {
+                // Two Events on the first round (both conditions are new), none on the second.
+                for _ in 0..2 - 2 * round {
+                    let (request, send) = handle.next_request().await.expect("an Event");
+                    assert_eq!(request.method(), Method::POST);
+                    send.send_response(respond(StatusCode::CREATED, &serde_json::json!({})));
+                }
+                let (patch, send) =
+                    next_patch(&mut handle, "/apis/example.com/v1/namespaces/ns/apps/shop").await;
+                send.send_response(respond(
+                    StatusCode::OK,
+                    &serde_json::to_value(object("11")).unwrap(),
+                ));
+                patches.push(patch);
+            }
+            patches
+        });
+        let (proceed, would_hold) = (
+            Summary {
+                proceed: true,
+                reason: "Proceed".into(),
+                message: "deps: ready".into(),
+            },
+            waiting(),
+        );
+        let update = |condition_type, summary| ConditionUpdate {
+            condition_type,
+            summary,
+            warning: false,
+        };
+        let apps = resource();
+        let fresh = object("10");
+        let both = [
+            update(ConditionType::Preflight, Some(&proceed)),
+            update(ConditionType::Monitor, Some(&would_hold)),
+        ];
+        let first = writer.record_all(&apps, Placement::Annotation, &fresh, &both);
+        assert_eq!(first.await.unwrap(), Recorded::Written);
+        // The object as it is now: both annotations, as the first patch wrote them.
+        let mut annotated = object("11");
+        let kept = |condition_type: ConditionType, summary: &Summary| {
+            let condition = condition_type
+                .next(None, summary, Some(2), SystemTime::now())
+                .unwrap();
+            (
+                condition_type.annotation().to_owned(),
+                serde_json::to_string(&condition).unwrap(),
+            )
+        };
+        annotated.metadata.annotations = Some(
+            [
+                kept(ConditionType::Preflight, &proceed),
+                kept(ConditionType::Monitor, &would_hold),
+            ]
+            .into(),
+        );
+        let monitor_gone = [
+            update(ConditionType::Preflight, Some(&proceed)),
+            update(ConditionType::Monitor, None),
+        ];
+        let second = writer.record_all(&apps, Placement::Annotation, &annotated, &monitor_gone);
+        assert_eq!(second.await.unwrap(), Recorded::Written);
+        let patches = server.await.unwrap();
+        let annotations = &patches[0]["metadata"]["annotations"];
+        assert!(
+            annotations[CONDITION_ANNOTATION]
+                .as_str()
+                .unwrap()
+                .contains("\"Preflight\"")
+        );
+        assert!(
+            annotations[crate::condition::MONITOR_CONDITION_ANNOTATION]
+                .as_str()
+                .unwrap()
+                .contains("\"PreflightMonitor\"")
+        );
+        assert_eq!(
+            patches[1],
+            json!({"metadata": {"annotations": {crate::condition::MONITOR_CONDITION_ANNOTATION: null}}}),
+            "only the monitor annotation is taken out"
+        );
+    }
 }
