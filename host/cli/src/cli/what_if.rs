@@ -11,16 +11,26 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub async fn what_if(args: WhatIfArgs) -> Result<u8, Problem> {
+    // What the command line says is checked before the cluster is asked anything.
+    let in_cluster = args
+        .configmap
+        .as_deref()
+        .map(|reference| {
+            reference
+                .split_once('/')
+                .filter(|(namespace, name)| !namespace.is_empty() && !name.is_empty())
+                .ok_or_else(|| {
+                    Problem::Input(format!("--configmap {reference:?}: write NAMESPACE/NAME"))
+                })
+        })
+        .transpose()?;
     let client = kube::Client::try_default().await.map_err(|error| {
         Problem::Input(format!("cannot configure the Kubernetes client: {error}"))
     })?;
     let engine = Arc::new(input::engine(args.concurrency, 0)?);
     let limits = Limits::default();
-    let candidate = match (&args.configmap, &args.check) {
-        (Some(reference), _) => {
-            let (namespace, name) = reference.split_once('/').ok_or_else(|| {
-                Problem::Input(format!("--configmap {reference:?}: write NAMESPACE/NAME"))
-            })?;
+    let candidate = match (in_cluster, &args.check) {
+        (Some((namespace, name)), _) => {
             what_if::candidate_from_cluster(&client, namespace, name, &limits)
                 .await
                 .map_err(|error| Problem::Input(error.to_string()))?

@@ -212,6 +212,10 @@ fn cli_usage_and_unreadable_input_exit_2_and_an_unusable_check_exits_4() {
     assert_eq!(status, 2);
     let (status, _) = preflight(&["run", "--check", check.to_str().unwrap()]);
     assert_eq!(status, 2);
+    // Told before any cluster is asked (none is configured here).
+    let (status, stderr) = preflight_with_stderr(&["what-if", "--configmap", "nope"]);
+    assert_eq!(status, 2);
+    assert!(stderr.contains("write NAMESPACE/NAME"), "{stderr}");
     let (status, _) = preflight(&[
         "run",
         "--check",
