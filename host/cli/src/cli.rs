@@ -5,6 +5,7 @@ mod declare_reads;
 mod fixtures;
 mod input;
 mod inspect;
+mod oci;
 mod operator;
 mod pack;
 mod run;
@@ -76,6 +77,55 @@ enum Command {
     ///
     /// Exit status: 0 no object would change, 1 some would (or could not be evaluated), 2 usage or an error.
     WhatIf(WhatIfArgs),
+    /// Write a check to an OCI registry as a Wasm artifact (the CNCF layout: config
+    /// application/vnd.wasm.config.v0+json, one application/wasm layer), and print its digest and the
+    /// reference pinned to it. The component is loaded first: one this host cannot run is refused here.
+    /// Credentials come from the docker config (`docker login`, `oras login`).
+    Push(PushArgs),
+    /// Read a check from an OCI registry (manifest and component verified against their digests) and
+    /// write its component to a file.
+    Pull(PullArgs),
+}
+
+/// How to reach a registry: shared by `push`, `pull` and the commands whose `--check` takes `oci://`.
+#[derive(Debug, Args)]
+struct RegistryArgs {
+    /// Reach the registry over plain HTTP (a registry on loopback or inside a test network).
+    #[arg(long)]
+    plain_http: bool,
+    /// A PEM CA certificate to trust besides the system's, for a registry with a private CA; repeatable.
+    #[arg(long, value_name = "FILE")]
+    registry_ca: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct PushArgs {
+    /// The check component (.wasm).
+    #[arg(value_name = "FILE.wasm")]
+    check: PathBuf,
+    /// Where to write it: `[oci://]REGISTRY/REPOSITORY:TAG`.
+    #[arg(value_name = "REFERENCE")]
+    reference: String,
+    #[command(flatten)]
+    registry: RegistryArgs,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+#[derive(Debug, Args)]
+struct PullArgs {
+    /// The check: `[oci://]REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`.
+    #[arg(value_name = "REFERENCE")]
+    reference: String,
+    /// Where to write the component.
+    #[arg(long = "to", value_name = "FILE.wasm")]
+    output_file: PathBuf,
+    #[command(flatten)]
+    registry: RegistryArgs,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
 }
 
 #[derive(Debug, Args)]
@@ -195,9 +245,11 @@ operator, which rejects such a ConfigMap and never evaluates the check with it:
 
 #[derive(Debug, Args)]
 struct TestArgs {
-    /// The check component (.wasm).
-    #[arg(long, value_name = "FILE.wasm")]
-    check: PathBuf,
+    /// The check component: a .wasm file, or `oci://REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`.
+    #[arg(long, value_name = "FILE.wasm|oci://REF")]
+    check: String,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// Fixtures files (YAML or JSON), each with a list of `cases`.
     #[arg(value_name = "FIXTURES.yaml", required = true)]
     fixtures: Vec<PathBuf>,
@@ -244,9 +296,11 @@ struct VersionArgs {
 /// The check, the object, and the limits: shared by `run` and `bench`.
 #[derive(Debug, Args)]
 struct Evaluate {
-    /// The check component (.wasm).
-    #[arg(long, value_name = "FILE.wasm")]
-    check: PathBuf,
+    /// The check component: a .wasm file, or `oci://REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`.
+    #[arg(long, value_name = "FILE.wasm|oci://REF")]
+    check: String,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// The object to check, as YAML or JSON.
     #[arg(long, value_name = "FILE")]
     object: PathBuf,
@@ -368,6 +422,24 @@ struct OperatorArgs {
     /// before the checks proceed. Needs RBAC on mutatingadmissionpolicies and their bindings.
     #[arg(long, env = "PREFLIGHT_HOLD_AT_ADMISSION")]
     hold_at_admission: bool,
+    /// A registry (`host:port`) that checks named by `source: oci://…` are pulled from over plain HTTP
+    /// instead of HTTPS (an in-cluster registry); repeatable, or comma-separated in the variable.
+    #[arg(
+        long,
+        env = "PREFLIGHT_REGISTRY_PLAIN_HTTP",
+        value_delimiter = ',',
+        value_name = "HOST:PORT"
+    )]
+    registry_plain_http: Vec<String>,
+    /// A PEM CA certificate trusted besides the system's for registries with a private CA; repeatable,
+    /// or comma-separated in the variable.
+    #[arg(
+        long,
+        env = "PREFLIGHT_REGISTRY_CA",
+        value_delimiter = ',',
+        value_name = "FILE"
+    )]
+    registry_ca: Vec<PathBuf>,
     /// Log format.
     #[arg(long, env = "PREFLIGHT_LOG_FORMAT", value_enum, default_value_t = Format::Json)]
     log_format: Format,
@@ -405,6 +477,8 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Scaffold(args) => scaffold::scaffold(args).map(|()| EXIT_PROCEED),
         Command::DeclareReads(args) => declare_reads::declare_reads(&args),
         Command::WhatIf(args) => what_if::what_if(args).await,
+        Command::Push(args) => oci::push(args).await,
+        Command::Pull(args) => oci::pull(args).await,
     };
     result.unwrap_or_else(|problem| {
         eprintln!("error: {problem}");

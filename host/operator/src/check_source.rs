@@ -7,7 +7,7 @@
 
 use crate::capabilities::{CapabilitySettings, HttpSettings, LookupSettings};
 use crate::config_map_format::{
-    COMPONENT_KEY, DATA_KEYS, GATES_LABEL, MAX_COMPONENT_BYTES, PARTS_KEY,
+    COMPONENT_KEY, DATA_KEYS, GATES_LABEL, MAX_COMPONENT_BYTES, PARTS_KEY, SOURCE_KEY,
 };
 use crate::kind::GatedKind;
 use crate::parts;
@@ -26,6 +26,17 @@ use std::io::Read;
 pub fn from_config_maps(
     config_map: &ConfigMap,
     parts: &[ConfigMap],
+    defaults: &Limits,
+) -> Result<CheckSource, Rejection> {
+    with_pulled(config_map, parts, None, defaults)
+}
+
+/// [`from_config_maps`] for a check that may name a `source` in a registry: `pulled` is its component as
+/// the watcher fetched it (or why it could not), `None` when it was not fetched.
+pub(crate) fn with_pulled(
+    config_map: &ConfigMap,
+    parts: &[ConfigMap],
+    pulled: Option<Result<Vec<u8>, String>>,
     defaults: &Limits,
 ) -> Result<CheckSource, Rejection> {
     let namespace = config_map.metadata.namespace.as_deref().unwrap_or_default();
@@ -148,11 +159,35 @@ pub fn from_config_maps(
         .unwrap_or_default();
     let selector =
         text("selector").and_then(|value| noted(&mut problems, ObjectSelector::parse(value)));
-    let component = match text(PARTS_KEY) {
-        Some(count) => parts::assemble(&name, count, text("sha256"), parts)
+    let component = match (text(SOURCE_KEY), text(PARTS_KEY)) {
+        (Some(_), Some(_)) => Err(format!(
+            "`{SOURCE_KEY}` and `{PARTS_KEY}` are exclusive: a check comes from a registry or from ConfigMaps"
+        )),
+        (Some(_), None)
+            if config_map
+                .binary_data
+                .as_ref()
+                .is_some_and(|data| !data.is_empty()) =>
+        {
+            Err(format!(
+                "a check with `{SOURCE_KEY}` carries no binaryData: its component comes from the registry"
+            ))
+        }
+        (Some(_), None) => match oci_reference(config_map) {
+            Some(Err(problem)) => Err(problem),
+            _ => pulled.unwrap_or_else(|| Err("its source was not pulled".to_owned())),
+        },
+        (None, Some(count)) => parts::assemble(&name, count, text("sha256"), parts)
             .and_then(|bytes| decompress(&bytes)),
-        None => read_component(config_map),
+        (None, None) => read_component(config_map),
     };
+    for key in ["pullSecret", "followTag"] {
+        if text(key).is_some() && text(SOURCE_KEY).is_none() {
+            problems.push(format!(
+                "`{key}` applies only to a check with `{SOURCE_KEY}`"
+            ));
+        }
+    }
     let component = component.map_err(|problem| problems.push(problem)).ok();
     if let (Some(component), Some(pinned)) = (&component, text("sha256")) {
         match (Digest::parse(pinned), Digest::of(component)) {
@@ -191,6 +226,42 @@ pub fn from_config_maps(
             cause: RejectionCause::ConfigMap,
         }),
     }
+}
+
+/// The registry reference of a check ConfigMap that names a `source`: `None` without one. A tag alone is
+/// refused unless the ConfigMap pins the component (`sha256`) or opts in with `followTag: "true"` (the
+/// operator then runs whatever the tag names when the ConfigMap is loaded, and logs its digest).
+pub(crate) fn oci_reference(
+    config_map: &ConfigMap,
+) -> Option<Result<preflight_oci::CheckReference, String>> {
+    let data = config_map.data.as_ref()?;
+    let source = data.get(SOURCE_KEY)?.trim();
+    let follow_tag = data.get("followTag").map(|value| value.trim());
+    Some(
+        preflight_oci::CheckReference::parse(source)
+            .map_err(|error| error.to_string())
+            .and_then(|reference| {
+                if !source.starts_with("oci://") {
+                    return Err(format!("source `{source}` must start with oci://"));
+                }
+                match follow_tag {
+                    None | Some("false") | Some("true") => {}
+                    Some(other) => {
+                        return Err(format!("followTag `{other}` is neither true nor false"));
+                    }
+                }
+                let pinned = reference.digest().is_some() || data.contains_key("sha256");
+                if pinned || follow_tag == Some("true") {
+                    Ok(reference)
+                } else {
+                    Err(format!(
+                        "source `{source}` names a tag without a pin: append @sha256:<manifest digest> \
+                         (`preflight push` prints it), pin the component with `sha256`, or set \
+                         followTag: \"true\" to run whatever the tag names"
+                    ))
+                }
+            }),
+    )
 }
 
 /// The value of `result`, or `None` with its problem noted.

@@ -19,6 +19,7 @@ use crate::events::EventPublisher;
 use crate::kept_components::KeptComponents;
 use crate::lookups::{GrantedLookups, ObjectCaches};
 use crate::metrics::{KindLabels, LoadFailureLabels, Metrics};
+use crate::oci_source::{OciSources, PulledComponent};
 use crate::vocabulary::{Rejection, RejectionCause};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -58,6 +59,8 @@ pub struct CheckWatcher {
     pub lookups: Arc<ObjectCaches>,
     /// Copies of the components of checks in parts; `None` without a cache directory.
     pub(crate) kept: Option<Arc<KeptComponents>>,
+    /// Pulls the checks whose ConfigMap names a `source` in a registry.
+    pub(crate) oci: Arc<OciSources>,
 }
 
 /// The newest change per check name, and the kinds the `checks_loaded` gauge has reported.
@@ -272,9 +275,15 @@ impl Loader {
             let defaults = loader.watcher.default_limits;
             let kept = loader.watcher.kept.clone();
             let parts = loader.watcher.parts_of(&config_map).await;
+            let pulled = loader
+                .watcher
+                .oci
+                .pull(&loader.watcher.client, &config_map)
+                .await;
             // Decompressing and compiling are CPU-heavy: off the async workers.
             let loaded = tokio::task::spawn_blocking(move || {
-                load_version(&engine, &config_map, &parts, &defaults, kept.as_deref())
+                let delivered = Delivered { parts, pulled };
+                load_version(&engine, &config_map, delivered, &defaults, kept.as_deref())
             })
             .await
             .unwrap_or_else(|join_error| {
@@ -433,17 +442,32 @@ enum Consequence {
     KeptCopyServes(preflight_engine::Digest),
 }
 
+/// What was fetched for a check ConfigMap before it is parsed: its parts, or its component pulled from a
+/// registry.
+struct Delivered {
+    parts: Vec<ConfigMap>,
+    pulled: Option<PulledComponent>,
+}
+
 /// Reads and compiles one version of a check ConfigMap. A version in parts is kept on disk once loaded;
 /// one whose parts cannot be assembled is loaded from its kept copy when there is one, with the problem
-/// beside it (to report), else rejected.
+/// beside it (to report), else rejected. A version pulled from the cache because its registry failed is
+/// loaded with that failure beside it.
 fn load_version(
     engine: &Engine,
     config_map: &ConfigMap,
-    parts: &[ConfigMap],
+    delivered: Delivered,
     defaults: &Limits,
     kept: Option<&KeptComponents>,
 ) -> Result<(LoadedCheck, Option<String>), Rejection> {
-    match check_source::from_config_maps(config_map, parts, defaults) {
+    let (pulled, fallback) = match delivered.pulled {
+        Some(pulled) => (Some(pulled.component), pulled.fallback),
+        None => (None, None),
+    };
+    match check_source::with_pulled(config_map, &delivered.parts, pulled, defaults) {
+        Ok(source) if fallback.is_some() => {
+            LoadedCheck::load(engine, source).map(|check| (check, fallback))
+        }
         Ok(source) => {
             let in_parts = config_map
                 .data

@@ -10,7 +10,7 @@ pub const COMPONENT_KEY: &str = "check.wasm";
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The `data` keys a check ConfigMap may carry; any other key is rejected as a likely typo.
-pub(crate) const DATA_KEYS: [&str; 18] = [
+pub(crate) const DATA_KEYS: [&str; 21] = [
     "gates",
     "versions",
     "order",
@@ -29,7 +29,14 @@ pub(crate) const DATA_KEYS: [&str; 18] = [
     "parts",
     "mode",
     "selector",
+    SOURCE_KEY,
+    "pullSecret",
+    "followTag",
 ];
+
+/// The data key naming a check in an OCI registry (`oci://REGISTRY/REPOSITORY@sha256:…`) instead of
+/// carrying its component.
+pub const SOURCE_KEY: &str = "source";
 
 /// The label naming the check ConfigMap a part belongs to.
 pub const PART_OF_LABEL: &str = "preflight.dev/part-of";

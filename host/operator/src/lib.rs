@@ -35,6 +35,7 @@ mod kind;
 mod leader;
 mod lookups;
 mod metrics;
+mod oci_source;
 mod outputs;
 mod parts;
 mod pause;
@@ -54,8 +55,8 @@ pub use condition::{
     PreflightCondition, condition_of, monitor_condition_of,
 };
 pub use config_map_format::{
-    COMPONENT_KEY, DEFAULT_PART_BYTES, GATES_LABEL, MAX_PARTS, PART_LABEL, PART_OF_LABEL,
-    PARTS_KEY, VERSION_LABEL,
+    COMPONENT_KEY, DEFAULT_PART_BYTES, GATES_LABEL, MAX_COMPONENT_BYTES, MAX_PARTS, PART_LABEL,
+    PART_OF_LABEL, PARTS_KEY, VERSION_LABEL,
 };
 pub use error::Error;
 pub use field_managers::{FIELD_MANAGER, PAUSE_FIELD_MANAGER};
@@ -103,6 +104,12 @@ pub struct OperatorConfig {
     /// serves it while a part is missing; `None` keeps none. `preflight operator` keeps them in
     /// `--cache-dir`/components.
     pub kept_components: Option<std::path::PathBuf>,
+    /// How to reach the registries of checks named by `source: oci://…` (plain-HTTP registries, private
+    /// CAs, timeouts).
+    pub registry: preflight_oci::RegistryOptions,
+    /// Where checks pulled from registries are cached by digest, so that a restart during a registry
+    /// outage serves them; `None` caches nothing. `preflight operator` keeps them in `--cache-dir`/oci.
+    pub oci_cache: Option<std::path::PathBuf>,
     /// How often a kind the server does not serve yet is looked up again.
     pub kind_retry: Duration,
     /// The name Events are reported under, and this replica's instance name.
@@ -177,6 +184,13 @@ impl Operator {
                 .as_deref()
                 .and_then(kept_components::KeptComponents::open)
                 .map(Arc::new),
+            oci: Arc::new(oci_source::OciSources::new(
+                &config.registry,
+                config
+                    .oci_cache
+                    .clone()
+                    .map(preflight_oci::ArtifactCache::new),
+            )),
         };
         let watcher = tokio::spawn(watcher.run(config.checks.clone(), synced_sender));
 

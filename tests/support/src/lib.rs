@@ -3,11 +3,13 @@
 //! [`build_check`] builds a check crate of this workspace for `wasm32-wasip2` with the real toolchain, once
 //! per test process, and returns the component's path. The build uses its own target directory (beside the
 //! workspace's) so that it never waits on the lock of the `cargo test` that runs it. [`LoopbackServer`]
-//! stands in for an external HTTP system on a loopback port.
+//! stands in for an external HTTP system on a loopback port; [`TestRegistry`] is a real OCI registry.
 
 mod loopback_http;
+mod registry;
 
 pub use loopback_http::{LoopbackServer, ReceivedRequest, Reply};
+pub use registry::{TestRegistry, Transport, oras, registry_tools};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! `preflight bench`: latency one at a time, then throughput with many in flight; a fresh instance per
 //! evaluation unless `--reuse N`.
 
-use super::{BenchArgs, EXIT_PROCEED, Format, Problem};
+use super::{BenchArgs, EXIT_PROCEED, Format, Problem, oci};
 use hdrhistogram::Histogram;
 
 use serde_json::json;
@@ -46,7 +46,10 @@ impl Failures {
 }
 
 pub async fn bench(args: BenchArgs) -> Result<u8, Problem> {
-    let prepared = args.evaluate.prepare(args.concurrency)?;
+    let prepared = args.evaluate.prepare(
+        args.concurrency,
+        oci::read_check(&args.evaluate.check, &args.evaluate.registry).await?,
+    )?;
     let check = prepared
         .engine
         .load(&prepared.bytes)

@@ -27,7 +27,7 @@
 //! declaration): the same proceed, delay, reason, outputs and failure kind, and the same message unless
 //! the check failed (a parse error names a column, which differs).
 
-use super::input::{engine, parse_document, read, request as request_for};
+use super::input::{engine, parse_document, request as request_for};
 use super::run::summary;
 use super::{EXIT_FAILED_TESTS, EXIT_PROCEED, Problem, TestArgs};
 use preflight_engine::action;
@@ -99,7 +99,7 @@ struct Verdict {
 }
 
 pub async fn test(args: TestArgs) -> Result<u8, Problem> {
-    let bytes = read(&args.check)?;
+    let bytes = super::oci::read_check(&args.check, &args.registry).await?;
     let engine = engine(1, args.memory_limit)?;
     let check = engine.load(&bytes).map_err(Problem::Unusable)?;
     let grants = args.grant.grants()?;

@@ -50,9 +50,13 @@ pub struct Prepared {
 }
 
 impl Evaluate {
-    /// Reads the inputs and starts an engine whose memory ceiling admits the requested limit.
-    pub fn prepare(&self, max_concurrent_evaluations: u32) -> Result<Prepared, Problem> {
-        let bytes = read(&self.check)?;
+    /// Reads the inputs besides the check's `bytes` (a file or a registry's: [`super::oci::read_check`]) and
+    /// starts an engine whose memory ceiling admits the requested limit.
+    pub fn prepare(
+        &self,
+        max_concurrent_evaluations: u32,
+        bytes: Vec<u8>,
+    ) -> Result<Prepared, Problem> {
         let object = parse_document(&self.object)?;
         if !object.is_object() {
             return Err(Problem::Input(format!(

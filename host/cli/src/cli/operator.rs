@@ -27,6 +27,16 @@ pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
             ..Limits::default()
         },
         kept_components: args.cache_dir.as_ref().map(|dir| dir.join("components")),
+        registry: preflight_oci::RegistryOptions {
+            plain_http: args.registry_plain_http,
+            ca_certificates: args
+                .registry_ca
+                .iter()
+                .map(|path| super::input::read(path))
+                .collect::<Result<_, _>>()?,
+            ..preflight_oci::RegistryOptions::default()
+        },
+        oci_cache: args.cache_dir.as_ref().map(|dir| dir.join("oci")),
         engine: EngineConfig {
             max_concurrent_evaluations: args.max_concurrent_evaluations,
             max_memory_bytes: args.max_memory,

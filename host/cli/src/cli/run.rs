@@ -1,13 +1,16 @@
 //! `preflight run`: one evaluation, printed as text or JSON, with the action it maps to.
 
-use super::{EXIT_FAILED, EXIT_NOT_PROCEED, EXIT_PROCEED, Format, Problem, RunArgs, input};
+use super::{EXIT_FAILED, EXIT_NOT_PROCEED, EXIT_PROCEED, Format, Problem, RunArgs, input, oci};
 use preflight_engine::action::{self, Decision};
 use preflight_engine::{CheckOutcome, Digest, Error, Evaluation, Failure, FailureKind};
 use serde_json::json;
 use std::time::Duration;
 
 pub async fn run(args: RunArgs) -> Result<u8, Problem> {
-    let prepared = args.evaluate.prepare(1)?;
+    let prepared = args.evaluate.prepare(
+        1,
+        oci::read_check(&args.evaluate.check, &args.evaluate.registry).await?,
+    )?;
     let digest = Digest::of(&prepared.bytes);
     let mut config_refused = None;
     let evaluation = match prepared.engine.load(&prepared.bytes) {
@@ -47,12 +50,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Problem> {
         }
         Format::Text => print!(
             "{}",
-            to_text(
-                &evaluation,
-                decision,
-                digest,
-                &args.evaluate.check.display().to_string()
-            )
+            to_text(&evaluation, decision, digest, &args.evaluate.check)
         ),
     }
     Ok(match &evaluation.outcome {

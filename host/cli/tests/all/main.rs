@@ -7,6 +7,7 @@ mod operator_support;
 
 mod cli;
 mod languages;
+mod oci;
 mod operator_process;
 mod readme;
 mod what_if;

@@ -8,6 +8,7 @@ mod operator_support;
 mod capabilities;
 mod check_set;
 mod hold;
+mod oci;
 mod operator;
 mod operator_lifecycle;
 mod packing;

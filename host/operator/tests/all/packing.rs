@@ -11,19 +11,6 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// `component` as another component: the same code with a custom section appended (another digest).
-fn another_version(component: &[u8]) -> Vec<u8> {
-    let mut bytes = component.to_vec();
-    let name = b"preflight-test-version";
-    let mut section = vec![name.len() as u8];
-    section.extend_from_slice(name);
-    section.push(2);
-    bytes.push(0);
-    bytes.push(section.len() as u8);
-    bytes.extend_from_slice(&section);
-    bytes
-}
-
 async fn apply(client: &kube::Client, namespace: &str, config_map: &ConfigMap) {
     let mut value = serde_json::to_value(config_map).unwrap();
     value["apiVersion"] = json!("v1");

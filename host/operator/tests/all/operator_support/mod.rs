@@ -138,6 +138,19 @@ pub async fn install_kind_with_schema(
     }
 }
 
+/// `component` as another component: the same code with a custom section appended (another digest).
+pub fn another_version(component: &[u8]) -> Vec<u8> {
+    let mut bytes = component.to_vec();
+    let name = b"preflight-test-version";
+    let mut section = vec![name.len() as u8];
+    section.extend_from_slice(name);
+    section.push(2);
+    bytes.push(0);
+    bytes.push(section.len() as u8);
+    bytes.extend_from_slice(&section);
+    bytes
+}
+
 /// Creates or replaces the check ConfigMap `name` (server-side apply, so tests can change any key).
 pub async fn put_check(
     client: &Client,
@@ -312,6 +325,8 @@ pub fn operator_config(namespace: &str) -> OperatorConfig {
             ..EngineConfig::default()
         },
         kept_components: None,
+        registry: preflight_oci::RegistryOptions::default(),
+        oci_cache: None,
         kind_retry: Duration::from_secs(1),
         controller_name: "preflight".into(),
         instance: Some(format!("test-{namespace}")),

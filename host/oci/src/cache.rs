@@ -1,0 +1,166 @@
+//! Pulled checks kept on local disk by digest, so that a check pinned by digest is never pulled twice and
+//! a check keeps serving when its registry cannot be reached (an operator restarted during a registry
+//! outage serves the version it served before).
+//!
+//! Layout: `manifests/<hex>.json` (named by the manifest digest), `components/<hex>.wasm` (named by the
+//! layer digest) and `tags/<hex>` (the manifest digest a tagged reference last resolved to, named by the
+//! sha256 of the reference). Every read is verified against the names, so a damaged file is a miss, never
+//! wrong bytes; every write is a rename, so a crash leaves no half file.
+
+use crate::artifact::component_layer;
+use crate::registry::verify;
+use crate::{CheckReference, Pulled, sha256_digest};
+use std::path::{Path, PathBuf};
+
+/// A directory of pulled checks.
+#[derive(Debug, Clone)]
+pub struct ArtifactCache {
+    dir: PathBuf,
+}
+
+impl ArtifactCache {
+    /// A cache in `dir` (created on the first write).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The check `reference` pinned to `manifest_digest`, if kept and intact (a component of at most
+    /// `max_bytes`).
+    pub fn get(
+        &self,
+        reference: &CheckReference,
+        manifest_digest: &str,
+        max_bytes: u64,
+    ) -> Option<Pulled> {
+        let manifest = std::fs::read(self.file("manifests", manifest_digest, "json")?).ok()?;
+        let intact = |what, bytes: &[u8], digest: &str| {
+            verify(reference, what, bytes, digest)
+                .map_err(
+                    |error| tracing::warn!(%error, "a cached check is damaged; pulling it again"),
+                )
+                .is_ok()
+        };
+        if !intact("the cached manifest", &manifest, manifest_digest) {
+            return None;
+        }
+        let layer = component_layer(&reference.to_string(), &manifest, max_bytes).ok()?;
+        let component = std::fs::read(self.file("components", &layer.digest, "wasm")?).ok()?;
+        if !intact("the cached component", &component, &layer.digest) {
+            return None;
+        }
+        Some(Pulled {
+            manifest_digest: manifest_digest.to_owned(),
+            manifest,
+            component,
+        })
+    }
+
+    /// The manifest digest the tagged `reference` last resolved to.
+    pub fn last_resolved(&self, reference: &CheckReference) -> Option<String> {
+        let text = std::fs::read_to_string(self.tag_file(reference)).ok()?;
+        let digest = text.trim();
+        self.file("manifests", digest, "json")?;
+        Some(digest.to_owned())
+    }
+
+    /// Keeps `pulled`, read from `reference`. Failures are logged, not returned: the cache only adds
+    /// resilience.
+    pub fn put(&self, reference: &CheckReference, pulled: &Pulled) {
+        let layer_digest = sha256_digest(&pulled.component);
+        let mut writes = vec![
+            (
+                self.file("components", &layer_digest, "wasm"),
+                pulled.component.as_slice(),
+            ),
+            (
+                self.file("manifests", &pulled.manifest_digest, "json"),
+                pulled.manifest.as_slice(),
+            ),
+        ];
+        if reference.digest().is_none() {
+            writes.push((
+                Some(self.tag_file(reference)),
+                pulled.manifest_digest.as_bytes(),
+            ));
+        }
+        for (path, bytes) in writes {
+            let Some(path) = path else { continue };
+            if let Err(error) = write_atomically(&path, bytes) {
+                tracing::warn!(path = %path.display(), %error, "cannot cache a pulled check");
+            }
+        }
+    }
+
+    /// `<dir>/<kind>/<hex>.<extension>` for a `sha256:<64 hex>` digest; `None` for anything else (a digest
+    /// names a file: it must not be able to name any other).
+    fn file(&self, kind: &str, digest: &str, extension: &str) -> Option<PathBuf> {
+        let hex = digest.strip_prefix("sha256:")?;
+        (hex.len() == 64 && hex.bytes().all(|byte| byte.is_ascii_hexdigit()))
+            .then(|| self.dir.join(kind).join(format!("{hex}.{extension}")))
+    }
+
+    fn tag_file(&self, reference: &CheckReference) -> PathBuf {
+        let name = sha256_digest(reference.to_string().as_bytes());
+        self.dir
+            .join("tags")
+            .join(name.trim_start_matches("sha256:"))
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&temporary, bytes)
+        .and_then(|()| std::fs::rename(&temporary, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&temporary);
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::artifact::Artifact;
+
+    #[test]
+    fn a_kept_check_reads_back_verified_and_a_damaged_one_is_a_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ArtifactCache::new(dir.path());
+        let tagged = CheckReference::parse("oci://localhost:5000/ready:1").unwrap();
+        let component = b"\0asm\x0d\0\x01\0 component".to_vec();
+        let manifest = Artifact::of(&component).manifest;
+        let digest = sha256_digest(&manifest);
+        assert!(cache.get(&tagged, &digest, 1 << 20).is_none());
+        assert!(cache.last_resolved(&tagged).is_none());
+        let pulled = Pulled {
+            manifest_digest: digest.clone(),
+            manifest,
+            component: component.clone(),
+        };
+        cache.put(&tagged, &pulled);
+        assert_eq!(
+            cache.last_resolved(&tagged).as_deref(),
+            Some(digest.as_str())
+        );
+        let read = cache
+            .get(&tagged.pinned(&digest), &digest, 1 << 20)
+            .unwrap();
+        assert_eq!(read.component, component);
+        assert!(
+            cache.get(&tagged, &digest, 4).is_none(),
+            "over the size bound"
+        );
+
+        let path = dir.path().join("components").join(
+            sha256_digest(&component)
+                .trim_start_matches("sha256:")
+                .to_owned()
+                + ".wasm",
+        );
+        std::fs::write(&path, b"other bytes").unwrap();
+        assert!(cache.get(&tagged, &digest, 1 << 20).is_none(), "damaged");
+        assert!(cache.get(&tagged, "sha256:../../x", 1 << 20).is_none());
+    }
+}

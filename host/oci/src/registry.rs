@@ -1,0 +1,240 @@
+//! Pushing and pulling check artifacts with the ORAS project's OCI client: plain HTTP only for the
+//! registries named so, extra CA certificates for private registries, and bounded reads (a component is
+//! never read past the size its caller accepts).
+
+use crate::artifact::{Artifact, LAYER_MEDIA_TYPE, component_layer};
+use crate::{CheckReference, Credentials, OciError, sha256_digest};
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::OciDistributionError;
+use oci_client::manifest::OCI_IMAGE_MEDIA_TYPE;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::AsyncWrite;
+
+/// How to reach registries.
+#[derive(Debug, Clone)]
+pub struct RegistryOptions {
+    /// Registries (`host:port`) reached over plain HTTP: test and in-cluster registries. Every other
+    /// registry is reached over HTTPS.
+    pub plain_http: Vec<String>,
+    /// PEM CA certificates trusted besides the system's, for registries with a private CA.
+    pub ca_certificates: Vec<Vec<u8>>,
+    /// Bound on connecting and on each read: a registry that stops answering fails, it does not hang.
+    pub timeout: Duration,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        Self {
+            plain_http: Vec::new(),
+            ca_certificates: Vec::new(),
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A client for the registries that hold checks.
+pub struct Registry {
+    client: oci_client::Client,
+}
+
+/// What a push wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    /// The manifest digest: what a reference pins (`oci://…@sha256:…`) and what a signature signs.
+    pub manifest_digest: String,
+    /// The component's digest (the layer's), which a check ConfigMap's `sha256` key pins.
+    pub component_digest: String,
+}
+
+/// A check artifact read from a registry, its digests verified.
+#[derive(Debug, Clone)]
+pub struct Pulled {
+    /// The manifest digest.
+    pub manifest_digest: String,
+    /// The manifest, as the registry served it (its sha256 is `manifest_digest`).
+    pub manifest: Vec<u8>,
+    /// The component.
+    pub component: Vec<u8>,
+}
+
+impl Registry {
+    /// A client with `options`.
+    pub fn new(options: &RegistryOptions) -> Self {
+        // The TLS stack is built without a default provider, so that the host links one (ring) only.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let config = ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(options.plain_http.clone()),
+            extra_root_certificates: options
+                .ca_certificates
+                .iter()
+                .map(|pem| Certificate {
+                    encoding: CertificateEncoding::Pem,
+                    data: pem.clone(),
+                })
+                .collect(),
+            connect_timeout: Some(options.timeout),
+            read_timeout: Some(options.timeout),
+            platform_resolver: None,
+            user_agent: concat!("preflight/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        };
+        Self {
+            client: oci_client::Client::new(config),
+        }
+    }
+
+    /// Writes `component` to `reference` as a Wasm artifact (blobs, then the manifest, so that a reader
+    /// never sees a manifest whose blobs are missing).
+    pub async fn push(
+        &self,
+        reference: &CheckReference,
+        component: &[u8],
+        credentials: &Credentials,
+    ) -> Result<Pushed, OciError> {
+        let failed = |source| registry_error(reference, source);
+        let image = reference.as_oci();
+        let auth = credentials.for_registry(reference.registry())?;
+        self.client
+            .store_auth_if_needed(image.resolve_registry(), &auth)
+            .await;
+        let artifact = Artifact::of(component);
+        let component_digest = sha256_digest(component);
+        let config_digest = sha256_digest(&artifact.config);
+        for (blob, digest) in [
+            (component.to_vec(), &component_digest),
+            (artifact.config, &config_digest),
+        ] {
+            if !self
+                .client
+                .blob_exists(image, digest)
+                .await
+                .map_err(failed)?
+            {
+                self.client
+                    .push_blob(image, blob, digest)
+                    .await
+                    .map_err(failed)?;
+            }
+        }
+        let manifest_digest = sha256_digest(&artifact.manifest);
+        let content_type = OCI_IMAGE_MEDIA_TYPE.parse().map_err(|_| {
+            failed(OciDistributionError::GenericError(Some(
+                "manifest media type".into(),
+            )))
+        })?;
+        self.client
+            .push_manifest_raw(image, artifact.manifest, content_type)
+            .await
+            .map_err(failed)?;
+        Ok(Pushed {
+            manifest_digest,
+            component_digest,
+        })
+    }
+
+    /// Reads the check at `reference`: its manifest (which must be the Wasm layout with a component of at
+    /// most `max_bytes`) and its component, both verified against their digests.
+    pub async fn pull(
+        &self,
+        reference: &CheckReference,
+        credentials: &Credentials,
+        max_bytes: u64,
+    ) -> Result<Pulled, OciError> {
+        let failed = |source| registry_error(reference, source);
+        let image = reference.as_oci();
+        let auth = credentials.for_registry(reference.registry())?;
+        let (manifest, manifest_digest) = self
+            .client
+            .pull_manifest_raw(image, &auth, &[OCI_IMAGE_MEDIA_TYPE])
+            .await
+            .map_err(failed)?;
+        let manifest = manifest.to_vec();
+        verify(reference, "the manifest", &manifest, &manifest_digest)?;
+        if let Some(pinned) = reference.digest() {
+            verify(reference, "the manifest", &manifest, pinned)?;
+        }
+        let layer = component_layer(&reference.to_string(), &manifest, max_bytes)?;
+        let mut component = BoundedBuffer::new(max_bytes);
+        self.client
+            .pull_blob(image, &layer, &mut component)
+            .await
+            .map_err(failed)?;
+        let component = component.bytes;
+        verify(reference, "the component", &component, &layer.digest)?;
+        Ok(Pulled {
+            manifest_digest,
+            manifest,
+            component,
+        })
+    }
+}
+
+/// Refuses `bytes` unless their sha256 is `expected`.
+pub(crate) fn verify(
+    reference: &CheckReference,
+    what: &'static str,
+    bytes: &[u8],
+    expected: &str,
+) -> Result<(), OciError> {
+    let actual = sha256_digest(bytes);
+    if actual == expected {
+        return Ok(());
+    }
+    Err(OciError::DigestMismatch {
+        reference: reference.to_string(),
+        what,
+        expected: expected.to_owned(),
+        actual,
+    })
+}
+
+fn registry_error(reference: &CheckReference, source: OciDistributionError) -> OciError {
+    OciError::Registry {
+        reference: reference.to_string(),
+        source,
+    }
+}
+
+/// A buffer that refuses to grow past its bound: a registry that streams more than the manifest
+/// declared fails the pull instead of filling memory.
+struct BoundedBuffer {
+    bytes: Vec<u8>,
+    max: u64,
+}
+
+impl BoundedBuffer {
+    fn new(max: u64) -> Self {
+        Self {
+            bytes: Vec::new(),
+            max,
+        }
+    }
+}
+
+impl AsyncWrite for BoundedBuffer {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let buffer = self.get_mut();
+        if (buffer.bytes.len() + data.len()) as u64 > buffer.max {
+            return Poll::Ready(Err(std::io::Error::other(format!(
+                "the {LAYER_MEDIA_TYPE} layer is longer than {} bytes",
+                buffer.max
+            ))));
+        }
+        buffer.bytes.extend_from_slice(data);
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}

@@ -1,0 +1,114 @@
+//! Checks named by `source: oci://…`: the watcher pulls the component before the ConfigMap is parsed,
+//! with the pull secret the ConfigMap names (a `kubernetes.io/dockerconfigjson` Secret in its namespace),
+//! through a cache kept by digest on the operator's disk. A digest already pulled is read from the cache
+//! without asking the registry; a `followTag` check whose registry fails serves the digest the tag last
+//! resolved to, and that is reported like every other fallback.
+
+use crate::check_source::oci_reference;
+use crate::config_map_format::MAX_COMPONENT_BYTES;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+use preflight_oci::{ArtifactCache, Credentials, Origin, Registry, RegistryOptions};
+use tracing::info;
+
+/// The key of a pull secret's docker config.
+const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
+
+/// Pulls the components of checks in registries.
+pub(crate) struct OciSources {
+    registry: Registry,
+    cache: Option<ArtifactCache>,
+}
+
+/// A check's component as pulled: the bytes (or why there are none), and what to report beside bytes
+/// that came from the cache because the registry failed.
+pub(crate) struct PulledComponent {
+    /// The component, or the problem that rejects this version.
+    pub component: Result<Vec<u8>, String>,
+    /// Set when the component is the cached one a failing registry left.
+    pub fallback: Option<String>,
+}
+
+impl OciSources {
+    /// Pulls with `options`, caching in `cache` (none: every load asks the registry).
+    pub fn new(options: &RegistryOptions, cache: Option<ArtifactCache>) -> Self {
+        Self {
+            registry: Registry::new(options),
+            cache,
+        }
+    }
+
+    /// The component of `config_map` if it names a valid `source` (`None` otherwise: the parser reports a
+    /// bad one).
+    pub async fn pull(&self, client: &Client, config_map: &ConfigMap) -> Option<PulledComponent> {
+        let reference = oci_reference(config_map)?.ok()?;
+        let namespace = config_map.namespace().unwrap_or_default();
+        let secret = config_map
+            .data
+            .as_ref()
+            .and_then(|data| data.get("pullSecret"))
+            .map(|name| name.trim().to_owned());
+        let credentials = match secret {
+            None => Credentials::Anonymous,
+            Some(name) => match docker_config(client, &namespace, &name).await {
+                Ok(json) => Credentials::DockerConfigJson(json),
+                Err(problem) => {
+                    return Some(PulledComponent {
+                        component: Err(problem),
+                        fallback: None,
+                    });
+                }
+            },
+        };
+        let fetched = preflight_oci::fetch(
+            &self.registry,
+            self.cache.as_ref(),
+            &reference,
+            &credentials,
+            MAX_COMPONENT_BYTES as u64,
+        )
+        .await;
+        Some(match fetched {
+            Ok(fetched) => {
+                let check = format!("{namespace}/{}", config_map.name_any());
+                info!(check, source = %reference, pinned = %fetched.reference, "check pulled");
+                let fallback = match fetched.origin {
+                    Origin::CacheAfterRegistryFailure(error) => Some(format!(
+                        "{}; {reference} last resolved to {}",
+                        error.describe(),
+                        fetched.reference
+                    )),
+                    Origin::Registry | Origin::Cache => None,
+                };
+                PulledComponent {
+                    component: Ok(fetched.pulled.component),
+                    fallback,
+                }
+            }
+            Err(error) => PulledComponent {
+                component: Err(error.describe()),
+                fallback: None,
+            },
+        })
+    }
+}
+
+/// The docker config of pull secret `name` in `namespace`.
+async fn docker_config(client: &Client, namespace: &str, name: &str) -> Result<Vec<u8>, String> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = secrets
+        .get_opt(name)
+        .await
+        .map_err(|error| format!("cannot read pull secret {namespace}/{name}: {error}"))?
+        .ok_or_else(|| format!("pull secret {namespace}/{name} does not exist"))?;
+    secret
+        .data
+        .and_then(|mut data| data.remove(DOCKER_CONFIG_KEY))
+        .map(|bytes| bytes.0)
+        .ok_or_else(|| {
+            format!(
+                "pull secret {namespace}/{name} has no {DOCKER_CONFIG_KEY} (kubectl create secret docker-registry)"
+            )
+        })
+}

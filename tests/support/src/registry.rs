@@ -1,0 +1,190 @@
+//! A real OCI registry for the tests: the CNCF distribution registry built from Go modules by
+//! `tests/registry/build` (with oras beside it), on a loopback port, over plain HTTP or TLS with a private
+//! CA made for the test, storing into a temporary directory. Stopped when dropped.
+
+use crate::workspace_root;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How the registry serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Plain HTTP (clients must be told: `--plain-http`).
+    PlainHttp,
+    /// TLS with a certificate for `localhost` and 127.0.0.1 from a private CA ([`TestRegistry::ca_pem`]).
+    PrivateCa,
+}
+
+/// A running registry.
+pub struct TestRegistry {
+    child: Option<Child>,
+    dir: PathBuf,
+    port: u16,
+    transport: Transport,
+    ca_pem: String,
+    binary: PathBuf,
+}
+
+/// The registry and oras binaries, built once per machine (the build script returns at once when they
+/// exist).
+pub fn registry_tools() -> (PathBuf, PathBuf) {
+    let output = Command::new(workspace_root().join("tests/registry/build"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("tests/registry/build runs");
+    assert!(output.status.success(), "tests/registry/build failed");
+    let text = String::from_utf8(output.stdout).expect("paths are UTF-8");
+    let mut lines = text.lines().map(PathBuf::from);
+    match (lines.next(), lines.next()) {
+        (Some(registry), Some(oras)) => (registry, oras),
+        _ => panic!("tests/registry/build printed {text:?}"),
+    }
+}
+
+/// The oras CLI (for interoperability tests).
+pub fn oras() -> PathBuf {
+    registry_tools().1
+}
+
+impl TestRegistry {
+    /// Starts a registry with `transport`, and waits until it answers.
+    pub fn start(transport: Transport) -> Self {
+        static STARTED: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "preflight-registry-{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(dir.join("storage")).expect("registry directory");
+        let ca_pem = match transport {
+            Transport::PlainHttp => String::new(),
+            Transport::PrivateCa => write_certificates(&dir),
+        };
+        let mut registry = Self {
+            child: None,
+            dir,
+            port: free_port(),
+            transport,
+            ca_pem,
+            binary: registry_tools().0,
+        };
+        registry.resume();
+        registry
+    }
+
+    /// `127.0.0.1:PORT`: the registry part of references.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The private CA's PEM (empty over plain HTTP).
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// The CA file (for `oras --ca-file`).
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+
+    /// Stops the registry (its storage is kept, [`TestRegistry::resume`] serves it again on the same port).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the registry again after [`TestRegistry::stop`] and waits until it answers.
+    pub fn resume(&mut self) {
+        let tls = match self.transport {
+            Transport::PlainHttp => String::new(),
+            Transport::PrivateCa => format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                self.dir.join("server.pem").display(),
+                self.dir.join("server.key").display()
+            ),
+        };
+        let config = format!(
+            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {}\n{tls}",
+            self.dir.join("storage").display(),
+            self.host()
+        );
+        let config_path = self.dir.join("config.yml");
+        std::fs::write(&config_path, config).expect("registry config");
+        let log = std::fs::File::create(self.dir.join("registry.log")).expect("registry log");
+        let child = Command::new(&self.binary)
+            .arg("serve")
+            .arg(&config_path)
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("the registry starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(self.host()).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the registry did not listen on {} within 30 s: {}",
+                self.host(),
+                std::fs::read_to_string(self.dir.join("registry.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Runs oras against this registry: `oras ARGS… --plain-http|--ca-file CA`, in `dir`. Returns stdout;
+    /// panics with stderr when oras fails.
+    pub fn oras(&self, dir: &Path, args: &[&str]) -> String {
+        let mut command = Command::new(oras());
+        command.current_dir(dir).args(args);
+        match self.transport {
+            Transport::PlainHttp => command.arg("--plain-http"),
+            Transport::PrivateCa => command.arg("--ca-file").arg(self.ca_file()),
+        };
+        let output = command.env("HOME", &self.dir).output().expect("oras runs");
+        assert!(
+            output.status.success(),
+            "oras {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("oras prints UTF-8")
+    }
+}
+
+impl Drop for TestRegistry {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port free now on 127.0.0.1.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free loopback port")
+}
+
+/// Writes a private CA (`ca.pem`) and a server certificate for localhost and 127.0.0.1 signed by it
+/// (`server.pem`, `server.key`) into `dir`; returns the CA's PEM.
+fn write_certificates(dir: &Path) -> String {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key"))
+        .expect("CA certificate");
+    let server_key = KeyPair::generate().expect("server key");
+    let server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .expect("server parameters")
+        .signed_by(&server_key, &ca)
+        .expect("server certificate");
+    std::fs::write(dir.join("ca.pem"), ca.pem()).expect("ca.pem");
+    std::fs::write(dir.join("server.pem"), server.pem()).expect("server.pem");
+    std::fs::write(dir.join("server.key"), server_key.serialize_pem()).expect("server.key");
+    ca.pem()
+}
