@@ -502,6 +502,28 @@ pub fn check_bytes(package: &str) -> Vec<u8> {
     std::fs::read(build_check(package)).expect("the built component is readable")
 }
 
+/// The crates in `package`'s normal dependency tree (`cargo tree -e normal`), by name: what the boundary
+/// tests hold each host crate to.
+pub fn normal_dependencies(package: &str) -> Vec<String> {
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(workspace_root())
+        .args(["tree", "--locked", "-p", package, "-e", "normal"])
+        .args(["--prefix", "none", "--format", "{p}"])
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        output.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("cargo tree prints UTF-8")
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The path of a file under `tests/fixtures/`.
 pub fn fixture(name: &str) -> PathBuf {
     workspace_root().join("tests/fixtures").join(name)
