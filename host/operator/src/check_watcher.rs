@@ -266,6 +266,12 @@ impl Loader {
         let sequence = self.supersede(&name);
         let loader = self.clone();
         tokio::spawn(async move {
+            // A registry that answers slowly must not hold a compile slot: pull first, then wait for one.
+            let pulled = loader
+                .watcher
+                .oci
+                .pull(&loader.watcher.client, &config_map)
+                .await;
             // The semaphore is never closed: acquiring only waits for a slot.
             let _slot = loader.compile_slots.acquire().await.ok();
             if !loader.is_newest(&name, sequence) {
@@ -275,11 +281,6 @@ impl Loader {
             let defaults = loader.watcher.default_limits;
             let kept = loader.watcher.kept.clone();
             let parts = loader.watcher.parts_of(&config_map).await;
-            let pulled = loader
-                .watcher
-                .oci
-                .pull(&loader.watcher.client, &config_map)
-                .await;
             // Decompressing and compiling are CPU-heavy: off the async workers.
             let loaded = tokio::task::spawn_blocking(move || {
                 let delivered = Delivered { parts, pulled };
