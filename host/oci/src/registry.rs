@@ -35,8 +35,13 @@ impl Default for RegistryOptions {
 }
 
 /// A client for the registries that hold checks.
+///
+/// Each push and pull talks through a client of its own: oci-client keeps the first credentials it is
+/// given for a registry (and the tokens they bought) for the life of its client, so a shared one would
+/// answer every later check on that registry with the first check's login, and ignore a pull secret that
+/// changed.
 pub struct Registry {
-    client: oci_client::Client,
+    options: RegistryOptions,
 }
 
 /// What a push wrote.
@@ -64,7 +69,15 @@ impl Registry {
     pub fn new(options: &RegistryOptions) -> Self {
         // The TLS stack is built without a default provider, so that the host links one (ring) only.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let config = ClientConfig {
+        Self {
+            options: options.clone(),
+        }
+    }
+
+    /// A fresh oci-client, holding no credentials yet (see [`Registry`]).
+    fn client(&self) -> oci_client::Client {
+        let options = &self.options;
+        oci_client::Client::new(ClientConfig {
             protocol: ClientProtocol::HttpsExcept(options.plain_http.clone()),
             extra_root_certificates: options
                 .ca_certificates
@@ -79,10 +92,7 @@ impl Registry {
             platform_resolver: None,
             user_agent: concat!("preflight/", env!("CARGO_PKG_VERSION")),
             ..ClientConfig::default()
-        };
-        Self {
-            client: oci_client::Client::new(config),
-        }
+        })
     }
 
     /// Writes `component` to `reference` as a Wasm artifact (blobs, then the manifest, so that a reader
@@ -96,7 +106,8 @@ impl Registry {
         let failed = |source| registry_error(reference, source);
         let image = reference.as_oci();
         let auth = credentials.for_registry(reference.registry())?;
-        self.client
+        let client = self.client();
+        client
             .store_auth_if_needed(image.resolve_registry(), &auth)
             .await;
         let artifact = Artifact::of(component);
@@ -106,13 +117,8 @@ impl Registry {
             (component.to_vec(), &component_digest),
             (artifact.config, &config_digest),
         ] {
-            if !self
-                .client
-                .blob_exists(image, digest)
-                .await
-                .map_err(failed)?
-            {
-                self.client
+            if !client.blob_exists(image, digest).await.map_err(failed)? {
+                client
                     .push_blob(image, blob, digest)
                     .await
                     .map_err(failed)?;
@@ -124,7 +130,7 @@ impl Registry {
                 "manifest media type".into(),
             )))
         })?;
-        self.client
+        client
             .push_manifest_raw(image, artifact.manifest, content_type)
             .await
             .map_err(failed)?;
@@ -145,8 +151,8 @@ impl Registry {
         let failed = |source| registry_error(reference, source);
         let image = reference.as_oci();
         let auth = credentials.for_registry(reference.registry())?;
-        let (manifest, manifest_digest) = self
-            .client
+        let client = self.client();
+        let (manifest, manifest_digest) = client
             .pull_manifest_raw(image, &auth, &[OCI_IMAGE_MEDIA_TYPE])
             .await
             .map_err(failed)?;
@@ -157,7 +163,7 @@ impl Registry {
         }
         let layer = component_layer(&reference.to_string(), &manifest, max_bytes)?;
         let mut component = BoundedBuffer::new(max_bytes);
-        self.client
+        client
             .pull_blob(image, &layer, &mut component)
             .await
             .map_err(failed)?;

@@ -1,6 +1,7 @@
 //! A real OCI registry for the tests: the CNCF distribution registry built from Go modules by
 //! `tests/registry/build` (with oras beside it), on a loopback port, over plain HTTP or TLS with a private
-//! CA made for the test, storing into a temporary directory. Stopped when dropped.
+//! CA made for the test, storing into a temporary directory, open to anyone or behind a login (htpasswd, the
+//! registry's basic authentication). Stopped when dropped.
 
 use crate::workspace_root;
 use std::net::TcpListener;
@@ -26,6 +27,7 @@ pub struct TestRegistry {
     transport: Transport,
     ca_pem: String,
     binary: PathBuf,
+    login: Option<(String, String)>,
 }
 
 /// The registry and oras binaries, built once per machine (the build script returns at once when they
@@ -52,6 +54,16 @@ pub fn oras() -> PathBuf {
 impl TestRegistry {
     /// Starts a registry with `transport`, and waits until it answers.
     pub fn start(transport: Transport) -> Self {
+        Self::start_with(transport, None)
+    }
+
+    /// Starts a registry with `transport` that answers only to `username` with `password` (basic
+    /// authentication from an htpasswd file, the registry's own), and waits until it answers.
+    pub fn start_with_login(transport: Transport, username: &str, password: &str) -> Self {
+        Self::start_with(transport, Some((username.to_owned(), password.to_owned())))
+    }
+
+    fn start_with(transport: Transport, login: Option<(String, String)>) -> Self {
         static STARTED: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "preflight-registry-{}-{}",
@@ -70,6 +82,7 @@ impl TestRegistry {
             transport,
             ca_pem,
             binary: registry_tools().0,
+            login,
         };
         registry.resume();
         registry
@@ -78,6 +91,18 @@ impl TestRegistry {
     /// `127.0.0.1:PORT`: the registry part of references.
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// A docker `config.json` holding this registry's login (what `docker login` writes; the
+    /// `.dockerconfigjson` of a pull secret); no credentials when the registry needs none.
+    pub fn docker_config_json(&self) -> String {
+        use base64::Engine;
+        let Some((username, password)) = &self.login else {
+            return r#"{"auths":{}}"#.to_owned();
+        };
+        let auth =
+            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+        format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, self.host())
     }
 
     /// The private CA's PEM (empty over plain HTTP).
@@ -108,8 +133,20 @@ impl TestRegistry {
                 self.dir.join("server.key").display()
             ),
         };
+        let auth = match &self.login {
+            None => String::new(),
+            Some((username, password)) => {
+                let hash = bcrypt::hash(password, 4).expect("bcrypt hash");
+                let htpasswd = self.dir.join("htpasswd");
+                std::fs::write(&htpasswd, format!("{username}:{hash}\n")).expect("htpasswd");
+                format!(
+                    "auth:\n  htpasswd:\n    realm: preflight-tests\n    path: {}\n",
+                    htpasswd.display()
+                )
+            }
+        };
         let config = format!(
-            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {}\n{tls}",
+            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {}\n{tls}{auth}",
             self.dir.join("storage").display(),
             self.host()
         );

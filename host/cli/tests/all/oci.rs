@@ -1,6 +1,7 @@
 //! Checks through a real OCI registry (the CNCF distribution registry, TLS with a private CA made for the
 //! test): `preflight push`, `pull`, and `run --check oci://…` as a user runs them; and oras, a client
-//! nobody here wrote, reading what `preflight push` wrote and writing what `preflight pull` reads.
+//! nobody here wrote, reading what `preflight push` wrote and writing what `preflight pull` reads; a registry
+//! behind a login, reached with the user's docker config.
 
 use preflight_test_support::{TestRegistry, Transport, build_check, fixture};
 use std::path::Path;
@@ -151,4 +152,51 @@ fn a_check_pushed_pulled_and_run_through_a_registry_and_read_and_written_by_oras
     let (status, _, stderr) = pull(&format!("oci://{text}"), &[]);
     assert_eq!(status, 2, "{stderr}");
     assert!(stderr.to_lowercase().contains("certificate"), "{stderr}");
+}
+
+#[test]
+fn a_registry_behind_a_login_takes_the_credentials_of_the_docker_config() {
+    let registry = TestRegistry::start_with_login(Transport::PrivateCa, "author", "s3cret-pass");
+    let home = tempfile::tempdir().unwrap();
+    let check = build_check("dependency-ready");
+    let ca = registry.ca_file();
+    let reference = format!("oci://{}/checks/dependency-ready:1.0", registry.host());
+    let push = [
+        "push",
+        check.to_str().unwrap(),
+        &reference,
+        "--registry-ca",
+        ca.to_str().unwrap(),
+    ];
+    let to = home.path().join("pulled.wasm");
+    let pull = [
+        "pull",
+        &reference,
+        "--to",
+        to.to_str().unwrap(),
+        "--registry-ca",
+        ca.to_str().unwrap(),
+    ];
+
+    // Without a login the registry refuses, and the error says it was the registry's answer.
+    let (status, _, stderr) = preflight(home.path(), &push);
+    assert_eq!(status, 2, "{stderr}");
+    assert!(stderr.contains(&reference), "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains("unauthorized") || stderr.contains("401"),
+        "{stderr}"
+    );
+
+    // With the login in ~/.docker/config.json (as `docker login` or `oras login` leaves it), both work.
+    std::fs::create_dir_all(home.path().join(".docker")).unwrap();
+    std::fs::write(
+        home.path().join(".docker/config.json"),
+        registry.docker_config_json(),
+    )
+    .unwrap();
+    let (status, _, stderr) = preflight(home.path(), &push);
+    assert_eq!(status, 0, "{stderr}");
+    let (status, _, stderr) = preflight(home.path(), &pull);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(std::fs::read(&to).unwrap(), std::fs::read(&check).unwrap());
 }

@@ -171,3 +171,26 @@ async fn the_cache_serves_a_pinned_digest_without_asking_and_a_tag_when_the_regi
     .unwrap_err();
     assert!(matches!(error, OciError::Registry { .. }), "{error}");
 }
+
+#[tokio::test]
+async fn each_request_uses_its_own_credentials_on_a_registry_behind_a_login() {
+    let registry = TestRegistry::start_with_login(Transport::PrivateCa, "ci", "token-1");
+    let client = client(&registry, Transport::PrivateCa);
+    let login = Credentials::DockerConfigJson(registry.docker_config_json().into_bytes());
+    let tagged = reference(&registry, "checks/private:1");
+    let component = b"\0asm behind a login".to_vec();
+    let anonymous = client.push(&tagged, &component, &Credentials::Anonymous);
+    assert!(
+        matches!(anonymous.await, Err(OciError::Registry { .. })),
+        "an anonymous push is refused"
+    );
+    // The same client, now with the login: what the first request was given does not stick.
+    client.push(&tagged, &component, &login).await.unwrap();
+    let pulled = client.pull(&tagged, &login, MAX).await.unwrap();
+    assert_eq!(pulled.component, component);
+    let anonymous = client.pull(&tagged, &Credentials::Anonymous, MAX).await;
+    assert!(
+        matches!(anonymous, Err(OciError::Registry { .. })),
+        "nor does the login stick to a later anonymous request"
+    );
+}

@@ -2,10 +2,12 @@
 //! real control plane: a check pulled by digest gates its kind; a tag without a pin, a digest the
 //! registry does not hold and a tag moved away from the pinned component are refused while the last good
 //! version serves; a `followTag` check keeps serving from the operator's cache across a restart while
-//! the registry is down, and says so.
+//! the registry is down, and says so; a registry behind a login is read with the pull secret the
+//! ConfigMap names, and refused, with the registry's answer, without it.
 
 use crate::operator_support::*;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams};
 use preflight_oci::{CheckReference, Credentials, Registry, RegistryOptions, sha256_digest};
 use preflight_test_support::{TestRegistry, Transport};
@@ -18,14 +20,31 @@ async fn put_source(s: &Scenario, data: serde_json::Value) {
         "metadata": {"name": "deps", "labels": {preflight_operator::GATES_LABEL: s.kind.gates()}},
         "data": data,
     });
-    Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace)
+    apply::<ConfigMap>(s, "deps", value).await;
+}
+
+/// Server-side applies `value`, object `name` in the scenario's namespace.
+async fn apply<K>(s: &Scenario, name: &str, value: serde_json::Value)
+where
+    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    Api::<K>::namespaced(s.client.clone(), &s.namespace)
         .patch(
-            "deps",
+            name,
             &PatchParams::apply("preflight-tests").force(),
             &Patch::Apply(value),
         )
         .await
         .unwrap();
+}
+
+/// Creates object `name` of the scenario's kind, depending on postgres.
+async fn object_depending_on_postgres(s: &Scenario, name: &str) {
+    let spec = json!({"dependsOn": ["postgres"]});
+    create_object(&s.client, &s.kind, &s.namespace, name, spec, &[]).await;
 }
 
 /// The CheckRejected Event whose note contains `text`; returns the note.
@@ -68,15 +87,7 @@ async fn a_check_from_a_registry_gates_refuses_unpinned_or_moved_bytes_and_outli
     };
     let unavailable = r#"{"available": [], "retryAfterSeconds": 60}"#;
     put_source(&s, json!({"source": pinned, "config": unavailable})).await;
-    create_object(
-        &s.client,
-        &s.kind,
-        &s.namespace,
-        "o1",
-        json!({"dependsOn": ["postgres"]}),
-        &[],
-    )
-    .await;
+    object_depending_on_postgres(&s, "o1").await;
     let operator = start_operator(&s.client, config()).await;
     s.wait("o1", "False", "DependencyMissing").await;
 
@@ -146,16 +157,66 @@ async fn a_check_from_a_registry_gates_refuses_unpinned_or_moved_bytes_and_outli
         note.contains("kept on the operator's disk serves"),
         "{note}"
     );
-    create_object(
-        &s.client,
-        &s.kind,
-        &s.namespace,
-        "o2",
-        json!({"dependsOn": ["postgres"]}),
-        &[],
-    )
-    .await;
+    object_depending_on_postgres(&s, "o2").await;
     s.wait("o2", "True", "DependenciesAvailable").await;
     restarted.stop().await;
+    s.remove().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_behind_a_login_is_pulled_from_with_the_named_pull_secret() {
+    let s = Scenario::new("oci-login", "Shipment", "dependency-ready").await;
+    let registry = TestRegistry::start_with_login(Transport::PrivateCa, "operator", "pull-pass");
+    let options = RegistryOptions {
+        ca_certificates: vec![registry.ca_pem().as_bytes().to_vec()],
+        ..RegistryOptions::default()
+    };
+    let login = Credentials::DockerConfigJson(registry.docker_config_json().into_bytes());
+    let reference = CheckReference::parse(&format!("oci://{}/deps:1", registry.host())).unwrap();
+    let pushed = Registry::new(&options)
+        .push(&reference, &s.wasm, &login)
+        .await
+        .unwrap();
+    let pinned = reference.pinned(&pushed.manifest_digest).to_string();
+    let mut config = operator_config(&s.namespace);
+    config.registry = options;
+    let available = r#"{"available": ["postgres"], "retryAfterSeconds": 60}"#;
+    object_depending_on_postgres(&s, "o1").await;
+    let operator = start_operator(&s.client, config).await;
+
+    // Anonymous: the registry's refusal is the Event's reason.
+    put_source(&s, json!({"source": pinned, "config": available})).await;
+    let note = rejected(&s, "no good version exists").await;
+    assert!(note.contains(&pinned), "{note}");
+    assert!(note.contains("Not authorized"), "{note}");
+
+    // A pull secret that does not exist is named.
+    put_source(
+        &s,
+        json!({"source": pinned, "pullSecret": "registry-login", "config": available}),
+    )
+    .await;
+    rejected(
+        &s,
+        &format!("pull secret {}/registry-login does not exist", s.namespace),
+    )
+    .await;
+
+    // `kubectl create secret docker-registry`; the check loads on the next change of its ConfigMap (here
+    // an explicit `suspend: "false"`).
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "registry-login"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": registry.docker_config_json()},
+    });
+    apply::<Secret>(&s, "registry-login", secret).await;
+    put_source(
+        &s,
+        json!({"source": pinned, "pullSecret": "registry-login", "config": available, "suspend": "false"}),
+    )
+    .await;
+    s.wait("o1", "True", "DependenciesAvailable").await;
+    operator.stop().await;
     s.remove().await;
 }

@@ -3,6 +3,9 @@
 package main
 
 import (
+	// Basic authentication from an htpasswd file: the registry behind a login that pull secrets are
+	// tested against.
+	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
 
