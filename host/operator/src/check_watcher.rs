@@ -29,6 +29,7 @@ use kube::{Client, ResourceExt};
 use preflight_engine::{Engine, Limits};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
 use tracing::{error, info};
 
@@ -63,13 +64,20 @@ pub struct CheckWatcher {
     pub(crate) oci: Arc<OciSources>,
 }
 
-/// The newest change per check name, and the kinds the `checks_loaded` gauge has reported.
+/// The newest change per check name, the kinds the `checks_loaded` gauge has reported, and the pulls
+/// tried again in a row per check (the backoff's exponent).
 #[derive(Debug, Default)]
 struct Progress {
     sequence: u64,
     newest: HashMap<String, u64>,
     gauged: BTreeSet<String>,
+    pull_retries: HashMap<String, u32>,
 }
+
+/// The first wait before a refused pull is tried again; it doubles with every refusal in a row.
+const FIRST_PULL_RETRY: Duration = Duration::from_secs(5);
+/// The longest wait between pulls of a check its registry keeps refusing (the kubelet's image pull cap).
+const LONGEST_PULL_RETRY: Duration = Duration::from_secs(300);
 
 impl CheckWatcher {
     /// Watches until the stream ends (never, in practice: the watcher retries with backoff). `synced` turns
@@ -260,8 +268,17 @@ struct Loader {
 const PARALLEL_COMPILES: usize = 2;
 
 impl Loader {
-    /// Starts loading the ConfigMap's version in the background.
+    /// Starts loading the ConfigMap's version (a change) in the background.
     fn apply(self: &Arc<Self>, config_map: ConfigMap) -> tokio::task::JoinHandle<()> {
+        self.progress()
+            .pull_retries
+            .remove(&check_name(&config_map));
+        self.load(config_map)
+    }
+
+    /// Loads the ConfigMap's version in the background; a pull that may succeed later is tried again after
+    /// a backoff, unless a newer change came meanwhile.
+    fn load(self: &Arc<Self>, config_map: ConfigMap) -> tokio::task::JoinHandle<()> {
         let name = check_name(&config_map);
         let sequence = self.supersede(&name);
         let loader = self.clone();
@@ -272,6 +289,12 @@ impl Loader {
                 .oci
                 .pull(&loader.watcher.client, &config_map)
                 .await;
+            match &pulled {
+                Some(PulledComponent { retry: true, .. }) => {
+                    loader.pull_again_later(&name, sequence, config_map.clone())
+                }
+                _ => drop(loader.progress().pull_retries.remove(&name)),
+            }
             // The semaphore is never closed: acquiring only waits for a slot.
             let _slot = loader.compile_slots.acquire().await.ok();
             if !loader.is_newest(&name, sequence) {
@@ -306,6 +329,26 @@ impl Loader {
             };
             loader.settle(&name, sequence, prepared).await;
         })
+    }
+
+    /// Loads `config_map` again after the backoff of its refusals in a row, if no change came meanwhile.
+    fn pull_again_later(self: &Arc<Self>, name: &str, sequence: u64, config_map: ConfigMap) {
+        let delay = {
+            let mut progress = self.progress();
+            let retries = progress.pull_retries.entry(name.to_owned()).or_default();
+            let delay = pull_retry_delay(*retries);
+            *retries = retries.saturating_add(1);
+            delay
+        };
+        info!(check = %name, ?delay, "pulling again after the registry's refusal");
+        let loader = self.clone();
+        let name = name.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if loader.is_newest(&name, sequence) {
+                drop(loader.load(config_map));
+            }
+        });
     }
 
     /// Records that a newer change of `name` exists; returns its sequence number.
@@ -401,6 +444,7 @@ impl Loader {
     fn delete(&self, name: &str) {
         self.supersede(name);
         let mut progress = self.progress();
+        progress.pull_retries.remove(name);
         if let Some(kind) = self.watcher.checks.remove(name) {
             info!(check = %name, %kind, "check removed");
         }
@@ -431,6 +475,14 @@ impl Loader {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The wait before pulling again after `retries` earlier refusals in a row: doubling from
+/// [`FIRST_PULL_RETRY`], at most [`LONGEST_PULL_RETRY`].
+fn pull_retry_delay(retries: u32) -> Duration {
+    FIRST_PULL_RETRY
+        .saturating_mul(1 << retries.min(16))
+        .min(LONGEST_PULL_RETRY)
 }
 
 /// What follows from a rejected version.
@@ -500,4 +552,29 @@ fn check_name(config_map: &ConfigMap) -> String {
         config_map.namespace().unwrap_or_default(),
         config_map.name_any()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_pulls_back_off_doubling_from_five_seconds_to_five_minutes() {
+        let table = [
+            (0, 5),
+            (1, 10),
+            (2, 20),
+            (5, 160),
+            (6, 300),
+            (40, 300),
+            (u32::MAX, 300),
+        ];
+        for (retries, seconds) in table {
+            assert_eq!(
+                pull_retry_delay(retries),
+                Duration::from_secs(seconds),
+                "after {retries} refusals"
+            );
+        }
+    }
 }

@@ -2,14 +2,15 @@
 //! with the pull secret the ConfigMap names (a `kubernetes.io/dockerconfigjson` Secret in its namespace),
 //! through a cache kept by digest on the operator's disk. A digest already pulled is read from the cache
 //! without asking the registry; a `followTag` check whose registry fails serves the digest the tag last
-//! resolved to, and that is reported like every other fallback.
+//! resolved to, and that is reported like every other fallback. A pull the registry refused, or whose pull
+//! secret is missing, is tried again after a backoff (see `PulledComponent::retry`).
 
 use crate::check_source::oci_reference;
 use crate::config_map_format::MAX_COMPONENT_BYTES;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 use kube::{Client, ResourceExt};
-use preflight_oci::{ArtifactCache, Credentials, Origin, Registry, RegistryOptions};
+use preflight_oci::{ArtifactCache, Credentials, OciError, Origin, Registry, RegistryOptions};
 use tracing::info;
 
 /// The key of a pull secret's docker config.
@@ -28,6 +29,9 @@ pub(crate) struct PulledComponent {
     pub component: Result<Vec<u8>, String>,
     /// Set when the component is the cached one a failing registry left.
     pub fallback: Option<String>,
+    /// The failure may pass by itself (the registry's answer, or a pull secret not there yet): the
+    /// watcher pulls again after a backoff, as the kubelet does with images.
+    pub retry: bool,
 }
 
 impl OciSources {
@@ -57,6 +61,7 @@ impl OciSources {
                     return Some(PulledComponent {
                         component: Err(problem),
                         fallback: None,
+                        retry: true,
                     });
                 }
             },
@@ -84,9 +89,11 @@ impl OciSources {
                 PulledComponent {
                     component: Ok(fetched.pulled.component),
                     fallback,
+                    retry: false,
                 }
             }
             Err(error) => PulledComponent {
+                retry: matches!(error, OciError::Registry { .. }),
                 component: Err(error.describe()),
                 fallback: None,
             },

@@ -3,7 +3,8 @@
 //! registry does not hold and a tag moved away from the pinned component are refused while the last good
 //! version serves; a `followTag` check keeps serving from the operator's cache across a restart while
 //! the registry is down, and says so; a registry behind a login is read with the pull secret the
-//! ConfigMap names, and refused, with the registry's answer, without it.
+//! ConfigMap names, refused with the registry's answer without it, and pulled again by itself once the
+//! Secret exists.
 
 use crate::operator_support::*;
 use k8s_openapi::NamespaceResourceScope;
@@ -202,8 +203,8 @@ async fn a_registry_behind_a_login_is_pulled_from_with_the_named_pull_secret() {
     )
     .await;
 
-    // `kubectl create secret docker-registry`; the check loads on the next change of its ConfigMap (here
-    // an explicit `suspend: "false"`).
+    // `kubectl create secret docker-registry`: the refused pull is tried again (after 5 s, then 10 s, …)
+    // and loads, with no change to the ConfigMap.
     let secret = json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "registry-login"},
@@ -211,11 +212,6 @@ async fn a_registry_behind_a_login_is_pulled_from_with_the_named_pull_secret() {
         "stringData": {".dockerconfigjson": registry.docker_config_json()},
     });
     apply::<Secret>(&s, "registry-login", secret).await;
-    put_source(
-        &s,
-        json!({"source": pinned, "pullSecret": "registry-login", "config": available, "suspend": "false"}),
-    )
-    .await;
     s.wait("o1", "True", "DependenciesAvailable").await;
     operator.stop().await;
     s.remove().await;
