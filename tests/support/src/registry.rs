@@ -97,12 +97,15 @@ impl TestRegistry {
     /// `.dockerconfigjson` of a pull secret); no credentials when the registry needs none.
     pub fn docker_config_json(&self) -> String {
         use base64::Engine;
-        let Some((username, password)) = &self.login else {
-            return r#"{"auths":{}}"#.to_owned();
+        let auths = match &self.login {
+            None => serde_json::json!({}),
+            Some((username, password)) => {
+                let auth = base64::engine::general_purpose::STANDARD
+                    .encode(format!("{username}:{password}"));
+                serde_json::json!({ self.host(): { "auth": auth } })
+            }
         };
-        let auth =
-            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-        format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, self.host())
+        serde_json::json!({ "auths": auths }).to_string()
     }
 
     /// The private CA's PEM (empty over plain HTTP).

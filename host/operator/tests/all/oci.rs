@@ -7,9 +7,6 @@
 //! Secret exists.
 
 use crate::operator_support::*;
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, Patch, PatchParams};
 use preflight_oci::{CheckReference, Credentials, Registry, RegistryOptions, sha256_digest};
 use preflight_test_support::{TestRegistry, Transport};
 use serde_json::json;
@@ -18,28 +15,13 @@ use serde_json::json;
 async fn put_source(s: &Scenario, data: serde_json::Value) {
     let value = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "deps", "labels": {preflight_operator::GATES_LABEL: s.kind.gates()}},
+        "metadata": {
+            "name": "deps", "namespace": s.namespace,
+            "labels": {preflight_operator::GATES_LABEL: s.kind.gates()},
+        },
         "data": data,
     });
-    apply::<ConfigMap>(s, "deps", value).await;
-}
-
-/// Server-side applies `value`, object `name` in the scenario's namespace.
-async fn apply<K>(s: &Scenario, name: &str, value: serde_json::Value)
-where
-    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    Api::<K>::namespaced(s.client.clone(), &s.namespace)
-        .patch(
-            name,
-            &PatchParams::apply("preflight-tests").force(),
-            &Patch::Apply(value),
-        )
-        .await
-        .unwrap();
+    apply(&s.client, value).await;
 }
 
 /// Creates object `name` of the scenario's kind, depending on postgres.
@@ -207,11 +189,11 @@ async fn a_registry_behind_a_login_is_pulled_from_with_the_named_pull_secret() {
     // and loads, with no change to the ConfigMap.
     let secret = json!({
         "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "registry-login"},
+        "metadata": {"name": "registry-login", "namespace": s.namespace},
         "type": "kubernetes.io/dockerconfigjson",
         "stringData": {".dockerconfigjson": registry.docker_config_json()},
     });
-    apply::<Secret>(&s, "registry-login", secret).await;
+    apply(&s.client, secret).await;
     s.wait("o1", "True", "DependenciesAvailable").await;
     operator.stop().await;
     s.remove().await;
