@@ -340,7 +340,7 @@ impl Loader {
             *retries = retries.saturating_add(1);
             delay
         };
-        info!(check = %name, ?delay, "pulling again after the registry's refusal");
+        info!(check = %name, ?delay, "pulling again after a failed pull");
         let loader = self.clone();
         let name = name.to_owned();
         tokio::spawn(async move {
