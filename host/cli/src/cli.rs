@@ -96,6 +96,10 @@ struct RegistryArgs {
     /// A PEM CA certificate to trust besides the system's, for a registry with a private CA; repeatable.
     #[arg(long, value_name = "FILE")]
     registry_ca: Vec<PathBuf>,
+    /// A cosign public key (`cosign.pub`): an `oci://` check runs only with a cosign signature by this key
+    /// (or by another one given) for its manifest digest, stored beside it in the registry; repeatable.
+    #[arg(long, value_name = "FILE")]
+    verify_key: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -440,6 +444,17 @@ struct OperatorArgs {
         value_name = "FILE"
     )]
     registry_ca: Vec<PathBuf>,
+    /// A cosign public key (`cosign.pub`) every check must be signed with before it is compiled: a check
+    /// from a registry by a cosign signature stored beside it, a check in ConfigMaps by a `cosign
+    /// sign-blob` signature in its `signature` key. Repeatable (a signature by any one of them will do), or
+    /// comma-separated in the variable.
+    #[arg(
+        long,
+        env = "PREFLIGHT_VERIFY_KEY",
+        value_delimiter = ',',
+        value_name = "FILE"
+    )]
+    verify_key: Vec<PathBuf>,
     /// Log format.
     #[arg(long, env = "PREFLIGHT_LOG_FORMAT", value_enum, default_value_t = Format::Json)]
     log_format: Format,

@@ -3,13 +3,15 @@
 //! outage serves the version it served before).
 //!
 //! Layout: `manifests/<hex>.json` (named by the manifest digest), `components/<hex>.wasm` (named by the
-//! layer digest) and `tags/<hex>` (the manifest digest a tagged reference last resolved to, named by the
-//! sha256 of the reference). Every read is verified against the names, so a damaged file is a miss, never
-//! wrong bytes; every write is a rename, so a crash leaves no half file.
+//! layer digest), `tags/<hex>` (the manifest digest a tagged reference last resolved to, named by the
+//! sha256 of the reference) and `signatures/<hex>.json` (the cosign signatures last read beside a manifest,
+//! so that a signed check is verified again, offline, when its registry is down). Every read is verified
+//! against the names, so a damaged file is a miss, never wrong bytes (signatures verify themselves); every
+//! write is a rename, so a crash leaves no half file.
 
 use crate::artifact::component_layer;
 use crate::registry::verify;
-use crate::{CheckReference, Pulled, sha256_digest};
+use crate::{CheckReference, ImageSignature, Pulled, sha256_digest};
 use std::path::{Path, PathBuf};
 
 /// A directory of pulled checks.
@@ -88,6 +90,25 @@ impl ArtifactCache {
             if let Err(error) = write_atomically(&path, bytes) {
                 tracing::warn!(path = %path.display(), %error, "cannot cache a pulled check");
             }
+        }
+    }
+
+    /// The signatures last read beside the manifest `manifest_digest`, if kept.
+    pub fn signatures(&self, manifest_digest: &str) -> Option<Vec<ImageSignature>> {
+        let text = std::fs::read(self.file("signatures", manifest_digest, "json")?).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Keeps the `signatures` read beside the manifest `manifest_digest` (replacing those kept before).
+    pub fn put_signatures(&self, manifest_digest: &str, signatures: &[ImageSignature]) {
+        let Some(path) = self.file("signatures", manifest_digest, "json") else {
+            return;
+        };
+        let written = serde_json::to_vec(signatures)
+            .map_err(std::io::Error::other)
+            .and_then(|json| write_atomically(&path, &json));
+        if let Err(error) = written {
+            tracing::warn!(path = %path.display(), %error, "cannot cache the signatures of a check");
         }
     }
 

@@ -41,6 +41,14 @@ pub enum OciError {
         /// The digest they have.
         actual: String,
     },
+    /// The check's signatures do not meet the signature policy: the check must not run.
+    #[error("{reference} is refused before it runs: {reason}")]
+    Unsigned {
+        /// The reference, pinned to the manifest digest whose signatures were verified.
+        reference: String,
+        /// Which key's signature is missing, and why none verifies.
+        reason: String,
+    },
     /// The registry credentials could not be read.
     #[error("cannot read registry credentials for {registry}: {reason}")]
     Credentials {

@@ -1,9 +1,12 @@
 //! Getting a check by reference, the way the CLI and the operator both want it: a digest already in the
 //! cache is read from disk without asking the registry (its bytes cannot have changed); anything else is
 //! pulled and cached; a tag whose registry fails is served from the digest it last resolved to, and the
-//! failure is returned beside it to be reported.
+//! failure is returned beside it to be reported. Signatures are verified the same way: those kept in the
+//! cache first, the registry's when those do not suffice, the cache's alone when the registry is down.
 
-use crate::{ArtifactCache, CheckReference, Credentials, OciError, Pulled, Registry};
+use crate::{
+    ArtifactCache, CheckReference, Credentials, OciError, Pulled, Registry, SignaturePolicy,
+};
 
 /// Where a fetched check came from.
 #[derive(Debug)]
@@ -69,4 +72,45 @@ pub async fn fetch(
         }
         Err(error) => Err(error),
     }
+}
+
+/// Verifies that the check `reference`, pinned to a manifest digest, carries the signatures `policy` asks
+/// for. The signatures kept in `cache` are tried first (a check verified once verifies again with no
+/// registry); when they do not meet the policy the registry's are read, kept, and tried. A registry that
+/// cannot be reached then is an [`OciError::Registry`] (it may pass); signatures that do not meet the policy
+/// are [`OciError::Unsigned`], naming the key and the digest.
+pub async fn verify_signatures(
+    registry: &Registry,
+    cache: Option<&ArtifactCache>,
+    reference: &CheckReference,
+    credentials: &Credentials,
+    policy: &SignaturePolicy,
+) -> Result<(), OciError> {
+    let Some(digest) = reference.digest().filter(|_| !policy.is_empty()) else {
+        return if policy.is_empty() {
+            Ok(())
+        } else {
+            Err(OciError::Unsigned {
+                reference: reference.to_string(),
+                reason: "a signature can only be verified for a reference pinned to a digest"
+                    .into(),
+            })
+        };
+    };
+    let kept = cache.and_then(|cache| cache.signatures(digest));
+    if kept.is_some_and(|kept| policy.verify_image(digest, &kept).is_ok()) {
+        return Ok(());
+    }
+    let signatures = registry
+        .pull_signatures(reference, digest, credentials)
+        .await?;
+    if let Some(cache) = cache {
+        cache.put_signatures(digest, &signatures);
+    }
+    policy
+        .verify_image(digest, &signatures)
+        .map_err(|reason| OciError::Unsigned {
+            reference: reference.to_string(),
+            reason,
+        })
 }

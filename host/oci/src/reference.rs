@@ -72,6 +72,11 @@ impl CheckReference {
         }
     }
 
+    /// A reference the registry client built (the tag of a check's signatures).
+    pub(crate) fn from_oci(reference: Reference) -> Self {
+        Self { reference }
+    }
+
     /// The reference as the registry client takes it.
     pub(crate) fn as_oci(&self) -> &Reference {
         &self.reference

@@ -2,11 +2,15 @@
 //! registries named so, extra CA certificates for private registries, and bounded reads (a component is
 //! never read past the size its caller accepts).
 
-use crate::artifact::{Artifact, LAYER_MEDIA_TYPE, component_layer};
-use crate::{CheckReference, Credentials, OciError, sha256_digest};
+use crate::artifact::{Artifact, component_layer};
+use crate::signature::signature_tag;
+use crate::{
+    CheckReference, Credentials, ImageSignature, OciError, SIGNATURE_ANNOTATION,
+    SIMPLE_SIGNING_MEDIA_TYPE, sha256_digest,
+};
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::errors::OciDistributionError;
-use oci_client::manifest::OCI_IMAGE_MEDIA_TYPE;
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -177,6 +181,96 @@ impl Registry {
     }
 }
 
+/// The most signatures read beside one check, and the largest payload read: a signature tag is the
+/// registry's to fill, and a payload is a few hundred bytes of JSON.
+const MAX_SIGNATURES: usize = 64;
+const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
+
+impl Registry {
+    /// The cosign signatures stored beside the check `reference` whose manifest digest is
+    /// `manifest_digest` (at the tag `sha256-<hex>.sig` of its repository); none when that tag does not
+    /// exist. Each payload is read verified against its digest; whether a signature verifies is the
+    /// [`SignaturePolicy`](crate::SignaturePolicy)'s to say.
+    pub async fn pull_signatures(
+        &self,
+        reference: &CheckReference,
+        manifest_digest: &str,
+        credentials: &Credentials,
+    ) -> Result<Vec<ImageSignature>, OciError> {
+        let image = reference.as_oci();
+        let tag = oci_client::Reference::with_tag(
+            image.registry().to_owned(),
+            image.repository().to_owned(),
+            signature_tag(manifest_digest),
+        );
+        let tag_reference = CheckReference::from_oci(tag.clone());
+        let failed = |source| registry_error(&tag_reference, source);
+        let auth = credentials.for_registry(reference.registry())?;
+        let client = self.client();
+        let accepted = [OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE];
+        let (manifest, digest) = match client.pull_manifest_raw(&tag, &auth, &accepted).await {
+            Ok(pulled) => pulled,
+            Err(error) if is_not_found(&error) => return Ok(Vec::new()),
+            Err(error) => return Err(failed(error)),
+        };
+        verify(&tag_reference, "the signature manifest", &manifest, &digest)?;
+        let manifest: OciImageManifest =
+            serde_json::from_slice(&manifest).map_err(|error| OciError::NotACheck {
+                reference: tag_reference.to_string(),
+                reason: format!("its manifest is not an OCI image manifest: {error}"),
+            })?;
+        let mut signatures = Vec::new();
+        let layers = manifest
+            .layers
+            .iter()
+            .filter(|layer| layer.media_type == SIMPLE_SIGNING_MEDIA_TYPE)
+            .filter(|layer| (0..=MAX_PAYLOAD_BYTES as i64).contains(&layer.size))
+            .take(MAX_SIGNATURES);
+        for layer in layers {
+            let Some(signature) = layer
+                .annotations
+                .as_ref()
+                .and_then(|annotations| annotations.get(SIGNATURE_ANNOTATION))
+            else {
+                continue;
+            };
+            let mut payload = BoundedBuffer::new(MAX_PAYLOAD_BYTES);
+            client
+                .pull_blob(&tag, layer, &mut payload)
+                .await
+                .map_err(failed)?;
+            verify(
+                &tag_reference,
+                "a signature payload",
+                &payload.bytes,
+                &layer.digest,
+            )?;
+            signatures.push(ImageSignature {
+                payload: payload.bytes,
+                signature: signature.clone(),
+            });
+        }
+        Ok(signatures)
+    }
+}
+
+/// Whether the registry answered that the manifest does not exist.
+fn is_not_found(error: &OciDistributionError) -> bool {
+    match error {
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        OciDistributionError::ServerError { code, .. } => *code == 404,
+        OciDistributionError::RegistryError { envelope, .. } => {
+            envelope.errors.iter().any(|error| {
+                matches!(
+                    error.code,
+                    OciErrorCode::ManifestUnknown | OciErrorCode::NotFound
+                )
+            })
+        }
+        _ => false,
+    }
+}
+
 /// Refuses `bytes` unless their sha256 is `expected`.
 pub(crate) fn verify(
     reference: &CheckReference,
@@ -228,7 +322,7 @@ impl AsyncWrite for BoundedBuffer {
         let buffer = self.get_mut();
         if (buffer.bytes.len() + data.len()) as u64 > buffer.max {
             return Poll::Ready(Err(std::io::Error::other(format!(
-                "the {LAYER_MEDIA_TYPE} layer is longer than {} bytes",
+                "the layer is longer than {} bytes",
                 buffer.max
             ))));
         }

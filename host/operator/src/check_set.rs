@@ -31,15 +31,11 @@ impl LoadedCheck {
     /// (see [`LoadedCheck::grants`]), but the grants have a holder of their own: instances reused for this
     /// version of the check are never shared with another check or version.
     pub fn load(engine: &Engine, source: CheckSource) -> Result<Self, Rejection> {
-        let check = engine.load(&source.component).map_err(|error| Rejection {
-            gates: Some(source.settings.gates.clone()),
-            failure_policy: source.settings.failure_policy,
-            mode: source.settings.mode,
-            selector: source.settings.selector.clone(),
-            cause: error
+        let check = engine.load(&source.component).map_err(|error| {
+            let cause = error
                 .component_problem()
-                .map_or(RejectionCause::Host, RejectionCause::Component),
-            problem: error.to_string(),
+                .map_or(RejectionCause::Host, RejectionCause::Component);
+            source.settings.rejection(cause, error.to_string())
         })?;
         let grants = Grants {
             holder: GrantHolder::new(&source.settings.name),
@@ -54,14 +50,7 @@ impl LoadedCheck {
 
     /// A rejection of this check for `problem`, caused by `cause`.
     pub fn rejection(&self, cause: RejectionCause, problem: String) -> Rejection {
-        Rejection {
-            gates: Some(self.settings.gates.clone()),
-            failure_policy: self.settings.failure_policy,
-            mode: self.settings.mode,
-            selector: self.settings.selector.clone(),
-            problem,
-            cause,
-        }
+        self.settings.rejection(cause, problem)
     }
 
     /// The component's sha256.

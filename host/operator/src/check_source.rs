@@ -7,11 +7,13 @@
 
 use crate::capabilities::{CapabilitySettings, HttpSettings, LookupSettings};
 use crate::config_map_format::{
-    COMPONENT_KEY, DATA_KEYS, GATES_LABEL, MAX_COMPONENT_BYTES, PARTS_KEY, SOURCE_KEY,
+    COMPONENT_KEY, DATA_KEYS, GATES_LABEL, MAX_COMPONENT_BYTES, PARTS_KEY, SIGNATURE_KEY,
+    SOURCE_KEY,
 };
 use crate::kind::GatedKind;
 use crate::parts;
 use crate::pause::PauseSwitch;
+use crate::signing::KeyReference;
 use crate::vocabulary::{
     CheckMode, CheckSettings, CheckSource, FailurePolicy, ObjectSelector, OutputsPlacement,
     Rejection, RejectionCause,
@@ -187,6 +189,15 @@ pub(crate) fn with_pulled(
                 "`{key}` applies only to a check with `{SOURCE_KEY}`"
             ));
         }
+    }
+    if text(SIGNATURE_KEY).is_some() && text(SOURCE_KEY).is_some() {
+        problems.push(format!(
+            "`{SIGNATURE_KEY}` applies only to a check carried in ConfigMaps: a check with `{SOURCE_KEY}` is \
+             verified against the cosign signatures stored beside it in its registry"
+        ));
+    }
+    if let Some(Err(problem)) = text("verify").map(KeyReference::parse) {
+        problems.push(problem);
     }
     let component = component.map_err(|problem| problems.push(problem)).ok();
     if let (Some(component), Some(pinned)) = (&component, text("sha256")) {

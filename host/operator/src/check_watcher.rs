@@ -14,19 +14,21 @@
 
 use crate::check_set::{CheckSet, LoadedCheck};
 use crate::check_source;
-use crate::config_map_format::{PART_OF_LABEL, PARTS_KEY};
+use crate::config_map_format::{PART_OF_LABEL, PARTS_KEY, SOURCE_KEY};
 use crate::events::EventPublisher;
 use crate::kept_components::KeptComponents;
 use crate::lookups::{GrantedLookups, ObjectCaches};
 use crate::metrics::{KindLabels, LoadFailureLabels, Metrics};
 use crate::oci_source::{OciSources, PulledComponent};
-use crate::vocabulary::{Rejection, RejectionCause};
+use crate::signing::{Signing, blob_signatures};
+use crate::vocabulary::{CheckSource, Rejection, RejectionCause};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use preflight_engine::{Engine, Limits};
+use preflight_engine::{Digest, Engine, Limits};
+use preflight_oci::SignaturePolicy;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -62,22 +64,25 @@ pub struct CheckWatcher {
     pub(crate) kept: Option<Arc<KeptComponents>>,
     /// Pulls the checks whose ConfigMap names a `source` in a registry.
     pub(crate) oci: Arc<OciSources>,
+    /// The signatures checks must carry.
+    pub(crate) signing: Signing,
 }
 
-/// The newest change per check name, the kinds the `checks_loaded` gauge has reported, and the pulls
+/// The newest change per check name, the kinds the `checks_loaded` gauge has reported, and the loads
 /// tried again in a row per check (the backoff's exponent).
 #[derive(Debug, Default)]
 struct Progress {
     sequence: u64,
     newest: HashMap<String, u64>,
     gauged: BTreeSet<String>,
-    pull_retries: HashMap<String, u32>,
+    load_retries: HashMap<String, u32>,
 }
 
-/// The first wait before a refused pull is tried again; it doubles with every refusal in a row.
-const FIRST_PULL_RETRY: Duration = Duration::from_secs(5);
-/// The longest wait between pulls of a check its registry keeps refusing (the kubelet's image pull cap).
-const LONGEST_PULL_RETRY: Duration = Duration::from_secs(300);
+/// The first wait before a load whose failure may pass (a refused pull, a missing pull secret or key) is
+/// tried again; it doubles with every such failure in a row.
+const FIRST_LOAD_RETRY: Duration = Duration::from_secs(5);
+/// The longest wait between loads of a check that keeps failing so (the kubelet's image pull cap).
+const LONGEST_LOAD_RETRY: Duration = Duration::from_secs(300);
 
 impl CheckWatcher {
     /// Watches until the stream ends (never, in practice: the watcher retries with backoff). `synced` turns
@@ -271,7 +276,7 @@ impl Loader {
     /// Starts loading the ConfigMap's version (a change) in the background.
     fn apply(self: &Arc<Self>, config_map: ConfigMap) -> tokio::task::JoinHandle<()> {
         self.progress()
-            .pull_retries
+            .load_retries
             .remove(&check_name(&config_map));
         self.load(config_map)
     }
@@ -284,16 +289,19 @@ impl Loader {
         let loader = self.clone();
         tokio::spawn(async move {
             // A registry that answers slowly must not hold a compile slot: pull first, then wait for one.
+            let client = &loader.watcher.client;
+            let policy = loader.watcher.signing.policy_for(client, &config_map).await;
             let pulled = loader
                 .watcher
                 .oci
-                .pull(&loader.watcher.client, &config_map)
+                .pull(client, &config_map, policy.as_ref().ok())
                 .await;
-            match &pulled {
-                Some(PulledComponent { retry: true, .. }) => {
-                    loader.pull_again_later(&name, sequence, config_map.clone())
-                }
-                _ => drop(loader.progress().pull_retries.remove(&name)),
+            let may_pass = pulled.as_ref().is_some_and(|pulled| pulled.retry)
+                || policy.as_ref().is_err_and(|problem| problem.retry);
+            if may_pass {
+                loader.load_again_later(&name, sequence, config_map.clone());
+            } else {
+                loader.progress().load_retries.remove(&name);
             }
             // The semaphore is never closed: acquiring only waits for a slot.
             let _slot = loader.compile_slots.acquire().await.ok();
@@ -306,7 +314,12 @@ impl Loader {
             let parts = loader.watcher.parts_of(&config_map).await;
             // Decompressing and compiling are CPU-heavy: off the async workers.
             let loaded = tokio::task::spawn_blocking(move || {
-                let delivered = Delivered { parts, pulled };
+                let policy = policy.map_err(|problem| problem.problem);
+                let delivered = Delivered {
+                    parts,
+                    pulled,
+                    policy,
+                };
                 load_version(&engine, &config_map, delivered, &defaults, kept.as_deref())
             })
             .await
@@ -331,16 +344,17 @@ impl Loader {
         })
     }
 
-    /// Loads `config_map` again after the backoff of its refusals in a row, if no change came meanwhile.
-    fn pull_again_later(self: &Arc<Self>, name: &str, sequence: u64, config_map: ConfigMap) {
+    /// Loads `config_map` again after the backoff of its failures in a row that may pass by themselves (a
+    /// registry's refusal, a pull secret or key not created yet), if no change came meanwhile.
+    fn load_again_later(self: &Arc<Self>, name: &str, sequence: u64, config_map: ConfigMap) {
         let delay = {
             let mut progress = self.progress();
-            let retries = progress.pull_retries.entry(name.to_owned()).or_default();
-            let delay = pull_retry_delay(*retries);
+            let retries = progress.load_retries.entry(name.to_owned()).or_default();
+            let delay = load_retry_delay(*retries);
             *retries = retries.saturating_add(1);
             delay
         };
-        info!(check = %name, ?delay, "pulling again after a failed pull");
+        info!(check = %name, ?delay, "loading again after a pull or key failure that may pass");
         let loader = self.clone();
         let name = name.to_owned();
         tokio::spawn(async move {
@@ -444,7 +458,7 @@ impl Loader {
     fn delete(&self, name: &str) {
         self.supersede(name);
         let mut progress = self.progress();
-        progress.pull_retries.remove(name);
+        progress.load_retries.remove(name);
         if let Some(kind) = self.watcher.checks.remove(name) {
             info!(check = %name, %kind, "check removed");
         }
@@ -477,12 +491,12 @@ impl Loader {
     }
 }
 
-/// The wait before pulling again after `retries` earlier refusals in a row: doubling from
-/// [`FIRST_PULL_RETRY`], at most [`LONGEST_PULL_RETRY`].
-fn pull_retry_delay(retries: u32) -> Duration {
-    FIRST_PULL_RETRY
+/// The wait before loading again after `retries` earlier failures in a row: doubling from
+/// [`FIRST_LOAD_RETRY`], at most [`LONGEST_LOAD_RETRY`].
+fn load_retry_delay(retries: u32) -> Duration {
+    FIRST_LOAD_RETRY
         .saturating_mul(1 << retries.min(16))
-        .min(LONGEST_PULL_RETRY)
+        .min(LONGEST_LOAD_RETRY)
 }
 
 /// What follows from a rejected version.
@@ -496,16 +510,17 @@ enum Consequence {
 }
 
 /// What was fetched for a check ConfigMap before it is parsed: its parts, or its component pulled from a
-/// registry.
+/// registry, and the signatures it must carry (or why its keys cannot be read).
 struct Delivered {
     parts: Vec<ConfigMap>,
     pulled: Option<PulledComponent>,
+    policy: Result<SignaturePolicy, String>,
 }
 
-/// Reads and compiles one version of a check ConfigMap. A version in parts is kept on disk once loaded;
-/// one whose parts cannot be assembled is loaded from its kept copy when there is one, with the problem
-/// beside it (to report), else rejected. A version pulled from the cache because its registry failed is
-/// loaded with that failure beside it.
+/// Reads, verifies and compiles one version of a check ConfigMap. A version in parts is kept on disk once
+/// loaded; one whose parts cannot be assembled is loaded from its kept copy when there is one (verified
+/// like any other), with the problem beside it (to report), else rejected. A version pulled from the cache
+/// because its registry failed is loaded with that failure beside it.
 fn load_version(
     engine: &Engine,
     config_map: &ConfigMap,
@@ -513,15 +528,20 @@ fn load_version(
     defaults: &Limits,
     kept: Option<&KeptComponents>,
 ) -> Result<(LoadedCheck, Option<String>), Rejection> {
-    let (pulled, fallback) = match delivered.pulled {
-        Some(pulled) => (Some(pulled.component), pulled.fallback),
-        None => (None, None),
+    let (pulled, fallback, unsigned) = match delivered.pulled {
+        Some(pulled) => (Some(pulled.component), pulled.fallback, pulled.unsigned),
+        None => (None, None, None),
+    };
+    let signed = |source: &CheckSource, config_map: &ConfigMap| {
+        verify(source, config_map, &delivered.policy, unsigned.clone())
     };
     match check_source::with_pulled(config_map, &delivered.parts, pulled, defaults) {
         Ok(source) if fallback.is_some() => {
+            signed(&source, config_map)?;
             LoadedCheck::load(engine, source).map(|check| (check, fallback))
         }
         Ok(source) => {
+            signed(&source, config_map)?;
             let in_parts = config_map
                 .data
                 .as_ref()
@@ -538,10 +558,42 @@ fn load_version(
                 return Err(rejection);
             };
             check_source::from_config_maps(&stand_in, &[], defaults)
+                .and_then(|source| signed(&source, &stand_in).map(|()| source))
                 .and_then(|source| LoadedCheck::load(engine, source))
                 .map(|check| (check, Some(rejection.problem.clone())))
                 .map_err(|_| rejection)
         }
+    }
+}
+
+/// Refuses `source` unless it carries the signatures `policy` asks for: a check from a registry was
+/// verified when it was pulled (`unsigned` says why not), a check in ConfigMaps is verified here against
+/// the `signature` of `config_map`.
+fn verify(
+    source: &CheckSource,
+    config_map: &ConfigMap,
+    policy: &Result<SignaturePolicy, String>,
+    unsigned: Option<String>,
+) -> Result<(), Rejection> {
+    let from_registry = config_map
+        .data
+        .as_ref()
+        .is_some_and(|data| data.contains_key(SOURCE_KEY));
+    let problem = match policy {
+        Err(problem) => Some(problem.clone()),
+        Ok(_) if from_registry => unsigned,
+        Ok(policy) => {
+            let digest = Digest::of(&source.component).to_string();
+            policy
+                .verify_blob(&source.component, &digest, &blob_signatures(config_map))
+                .err()
+        }
+    };
+    match problem {
+        Some(problem) => Err(source
+            .settings
+            .rejection(RejectionCause::Signature, problem)),
+        None => Ok(()),
     }
 }
 
@@ -571,7 +623,7 @@ mod tests {
         ];
         for (retries, seconds) in table {
             assert_eq!(
-                pull_retry_delay(retries),
+                load_retry_delay(retries),
                 Duration::from_secs(seconds),
                 "after {retries} refusals"
             );

@@ -10,7 +10,7 @@ pub const COMPONENT_KEY: &str = "check.wasm";
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The `data` keys a check ConfigMap may carry; any other key is rejected as a likely typo.
-pub(crate) const DATA_KEYS: [&str; 21] = [
+pub(crate) const DATA_KEYS: [&str; 23] = [
     "gates",
     "versions",
     "order",
@@ -32,7 +32,12 @@ pub(crate) const DATA_KEYS: [&str; 21] = [
     SOURCE_KEY,
     "pullSecret",
     "followTag",
+    "verify",
+    SIGNATURE_KEY,
 ];
+
+/// The data key holding the `cosign sign-blob` signatures of a check carried in ConfigMaps, one per line.
+pub const SIGNATURE_KEY: &str = "signature";
 
 /// The data key naming a check in an OCI registry (`oci://REGISTRY/REPOSITORY@sha256:…`) instead of
 /// carrying its component.

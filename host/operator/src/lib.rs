@@ -41,6 +41,7 @@ mod parts;
 mod pause;
 mod reconcile;
 mod recorded_conditions;
+mod signing;
 mod status_writer;
 mod summary;
 mod triggers;
@@ -107,6 +108,9 @@ pub struct OperatorConfig {
     /// How to reach the registries of checks named by `source: oci://…` (plain-HTTP registries, private
     /// CAs, timeouts).
     pub registry: preflight_oci::RegistryOptions,
+    /// Every check must carry a signature by one of these keys (the operator's `--verify-key` files) before
+    /// it is compiled; none: only checks whose ConfigMap names a `verify` key are verified.
+    pub verify_keys: Vec<preflight_oci::VerificationKey>,
     /// Where checks pulled from registries are cached by digest, so that a restart during a registry
     /// outage serves them; `None` caches nothing. `preflight operator` keeps them in `--cache-dir`/oci.
     pub oci_cache: Option<std::path::PathBuf>,
@@ -191,6 +195,7 @@ impl Operator {
                     .clone()
                     .map(preflight_oci::ArtifactCache::new),
             )),
+            signing: signing::Signing::new(config.verify_keys.clone()),
         };
         let watcher = tokio::spawn(watcher.run(config.checks.clone(), synced_sender));
 

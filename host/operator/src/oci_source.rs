@@ -3,14 +3,18 @@
 //! through a cache kept by digest on the operator's disk. A digest already pulled is read from the cache
 //! without asking the registry; a `followTag` check whose registry fails serves the digest the tag last
 //! resolved to, and that is reported like every other fallback. A pull the registry refused, or whose pull
-//! secret is missing, is tried again after a backoff (see `PulledComponent::retry`).
+//! secret is missing, is tried again after a backoff (see `PulledComponent::retry`). A check whose signature
+//! policy asks for signatures is verified against the cosign signatures stored beside it (kept in the
+//! cache too, so that it verifies again while its registry is down).
 
 use crate::check_source::oci_reference;
 use crate::config_map_format::MAX_COMPONENT_BYTES;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 use kube::{Client, ResourceExt};
-use preflight_oci::{ArtifactCache, Credentials, OciError, Origin, Registry, RegistryOptions};
+use preflight_oci::{
+    ArtifactCache, Credentials, OciError, Origin, Registry, RegistryOptions, SignaturePolicy,
+};
 use tracing::info;
 
 /// The key of a pull secret's docker config.
@@ -29,6 +33,9 @@ pub(crate) struct PulledComponent {
     pub component: Result<Vec<u8>, String>,
     /// Set when the component is the cached one a failing registry left.
     pub fallback: Option<String>,
+    /// Set when the component's signatures do not meet the policy (or could not be read): it must not be
+    /// compiled.
+    pub unsigned: Option<String>,
     /// The failure may pass by itself (the registry's answer, or a pull secret not there yet): the
     /// watcher pulls again after a backoff, as the kubelet does with images.
     pub retry: bool,
@@ -44,8 +51,13 @@ impl OciSources {
     }
 
     /// The component of `config_map` if it names a valid `source` (`None` otherwise: the parser reports a
-    /// bad one).
-    pub async fn pull(&self, client: &Client, config_map: &ConfigMap) -> Option<PulledComponent> {
+    /// bad one), its signatures verified against `policy` when one is given.
+    pub async fn pull(
+        &self,
+        client: &Client,
+        config_map: &ConfigMap,
+        policy: Option<&SignaturePolicy>,
+    ) -> Option<PulledComponent> {
         let reference = oci_reference(config_map)?.ok()?;
         let namespace = config_map.namespace().unwrap_or_default();
         let secret = config_map
@@ -61,6 +73,7 @@ impl OciSources {
                     return Some(PulledComponent {
                         component: Err(problem),
                         fallback: None,
+                        unsigned: None,
                         retry: true,
                     });
                 }
@@ -86,16 +99,31 @@ impl OciSources {
                     )),
                     Origin::Registry | Origin::Cache => None,
                 };
+                let verified = match policy {
+                    Some(policy) => {
+                        preflight_oci::verify_signatures(
+                            &self.registry,
+                            self.cache.as_ref(),
+                            &fetched.reference,
+                            &credentials,
+                            policy,
+                        )
+                        .await
+                    }
+                    None => Ok(()),
+                };
                 PulledComponent {
                     component: Ok(fetched.pulled.component),
                     fallback,
-                    retry: false,
+                    retry: matches!(verified, Err(OciError::Registry { .. })),
+                    unsigned: verified.err().map(|error| error.describe()),
                 }
             }
             Err(error) => PulledComponent {
                 retry: matches!(error, OciError::Registry { .. }),
                 component: Err(error.describe()),
                 fallback: None,
+                unsigned: None,
             },
         })
     }

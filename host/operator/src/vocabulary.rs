@@ -130,6 +130,20 @@ pub struct CheckSettings {
     pub selector: Option<ObjectSelector>,
 }
 
+impl CheckSettings {
+    /// A rejection of this check for `problem`, caused by `cause`: reported on the objects it would gate.
+    pub fn rejection(&self, cause: RejectionCause, problem: String) -> Rejection {
+        Rejection {
+            gates: Some(self.gates.clone()),
+            failure_policy: self.failure_policy,
+            mode: self.mode,
+            selector: self.selector.clone(),
+            problem,
+            cause,
+        }
+    }
+}
+
 /// Where a check's outputs go on the object.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Hash, PartialOrd, Ord)]
 pub enum OutputsPlacement {
@@ -242,19 +256,23 @@ pub enum RejectionCause {
     Grant,
     /// The check's `validate-config` refused its configuration.
     Configuration,
+    /// The component lacks a signature the signature policy asks for (or the keys cannot be read): it is
+    /// refused before it is compiled.
+    Signature,
     /// The host could not finish loading it (the engine failed, or compiling was cut short).
     Host,
 }
 
 impl RejectionCause {
     /// The metric label: `config-map`, `encoding`, `compile`, `contract`, `imports`, `reads-section`,
-    /// `grant`, `configuration` or `host`.
+    /// `grant`, `configuration`, `signature` or `host`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ConfigMap => "config-map",
             Self::Component(problem) => problem.as_str(),
             Self::Grant => "grant",
             Self::Configuration => "configuration",
+            Self::Signature => "signature",
             Self::Host => "host",
         }
     }

@@ -9,7 +9,7 @@ mod loopback_http;
 mod registry;
 
 pub use loopback_http::{LoopbackServer, ReceivedRequest, Reply};
-pub use registry::{TestRegistry, Transport, oras, registry_tools};
+pub use registry::{CosignKeys, RegistryTools, TestRegistry, Transport, oras, registry_tools};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! A real OCI registry for the tests: the CNCF distribution registry built from Go modules by
 //! `tests/registry/build` (with oras beside it), on a loopback port, over plain HTTP or TLS with a private
 //! CA made for the test, storing into a temporary directory, open to anyone or behind a login (htpasswd, the
-//! registry's basic authentication). Stopped when dropped.
+//! registry's basic authentication). Stopped when dropped. [`CosignKeys`] signs with the real cosign CLI.
 
 use crate::workspace_root;
 use std::net::TcpListener;
@@ -30,9 +30,9 @@ pub struct TestRegistry {
     login: Option<(String, String)>,
 }
 
-/// The registry and oras binaries, built once per machine (the build script returns at once when they
-/// exist).
-pub fn registry_tools() -> (PathBuf, PathBuf) {
+/// The registry, oras and cosign binaries, built once per machine (the build script returns at once when
+/// they exist).
+pub fn registry_tools() -> RegistryTools {
     let output = Command::new(workspace_root().join("tests/registry/build"))
         .stderr(Stdio::inherit())
         .output()
@@ -40,15 +40,29 @@ pub fn registry_tools() -> (PathBuf, PathBuf) {
     assert!(output.status.success(), "tests/registry/build failed");
     let text = String::from_utf8(output.stdout).expect("paths are UTF-8");
     let mut lines = text.lines().map(PathBuf::from);
-    match (lines.next(), lines.next()) {
-        (Some(registry), Some(oras)) => (registry, oras),
+    match (lines.next(), lines.next(), lines.next()) {
+        (Some(registry), Some(oras), Some(cosign)) => RegistryTools {
+            registry,
+            oras,
+            cosign,
+        },
         _ => panic!("tests/registry/build printed {text:?}"),
     }
 }
 
+/// The binaries `tests/registry/build` makes.
+pub struct RegistryTools {
+    /// The CNCF distribution registry.
+    pub registry: PathBuf,
+    /// The oras CLI (for interoperability tests).
+    pub oras: PathBuf,
+    /// The cosign CLI (for signatures).
+    pub cosign: PathBuf,
+}
+
 /// The oras CLI (for interoperability tests).
 pub fn oras() -> PathBuf {
-    registry_tools().1
+    registry_tools().oras
 }
 
 impl TestRegistry {
@@ -81,7 +95,7 @@ impl TestRegistry {
             port: free_port(),
             transport,
             ca_pem,
-            binary: registry_tools().0,
+            binary: registry_tools().registry,
             login,
         };
         registry.resume();
@@ -192,6 +206,114 @@ impl TestRegistry {
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8(output.stdout).expect("oras prints UTF-8")
+    }
+}
+
+impl TestRegistry {
+    /// Signs the image `reference` (`HOST/REPO@sha256:…`, in this registry) with cosign and `keys`,
+    /// storing the signature beside it as cosign does for every image (no transparency log: offline).
+    pub fn cosign_sign(&self, keys: &CosignKeys, reference: &str) {
+        let mut insecure = vec!["--allow-insecure-registry"];
+        if self.transport == Transport::PlainHttp {
+            insecure.push("--allow-http-registry");
+        }
+        let key = keys.private_key_file();
+        let mut arguments = vec!["sign", "--key", key.to_str().expect("UTF-8 path")];
+        arguments.extend(["--tlog-upload=false", "--yes"]);
+        arguments.extend(insecure);
+        arguments.push(reference);
+        keys.cosign(&self.dir, &arguments);
+    }
+
+    /// Copies the cosign signatures of the manifest `from` (`sha256:…`) in `repository` (`HOST/REPO`) to
+    /// the signature tag of `to`, with oras: what someone with push rights does to make other bytes look
+    /// signed. The signatures still verify with their key, but name the digest they were made for.
+    pub fn copy_cosign_signature(&self, repository: &str, from: &str, to: &str) {
+        let work = self.dir.join("signature-copy");
+        std::fs::create_dir_all(&work).expect("work directory");
+        let tag = |digest: &str| format!("{repository}:{}.sig", digest.replacen(':', "-", 1));
+        let manifest = self.oras(&work, &["manifest", "fetch", &tag(from)]);
+        std::fs::write(work.join("signature.json"), manifest).expect("signature manifest");
+        self.oras(&work, &["manifest", "push", &tag(to), "signature.json"]);
+    }
+}
+
+/// A cosign key pair, made by `cosign generate-key-pair` (empty password) in a directory of its own,
+/// removed when dropped.
+pub struct CosignKeys {
+    dir: PathBuf,
+}
+
+impl CosignKeys {
+    /// Generates a key pair.
+    pub fn generate() -> Self {
+        static MADE: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "preflight-cosign-{}-{}",
+            std::process::id(),
+            MADE.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("key directory");
+        let keys = Self { dir };
+        keys.cosign(&keys.dir, &["generate-key-pair"]);
+        keys
+    }
+
+    /// `cosign.pub`: the PEM public key.
+    pub fn public_key_file(&self) -> PathBuf {
+        self.dir.join("cosign.pub")
+    }
+
+    /// The PEM public key.
+    pub fn public_pem(&self) -> String {
+        std::fs::read_to_string(self.public_key_file()).expect("cosign.pub")
+    }
+
+    /// `cosign.key`: the encrypted private key.
+    pub fn private_key_file(&self) -> PathBuf {
+        self.dir.join("cosign.key")
+    }
+
+    /// The base64 signature of the file `path`, as `cosign sign-blob` prints it (no transparency log).
+    pub fn sign_blob(&self, path: &Path) -> String {
+        let key = self.private_key_file();
+        let output = self.cosign(
+            &self.dir,
+            &[
+                "sign-blob",
+                "--key",
+                key.to_str().expect("UTF-8 path"),
+                "--tlog-upload=false",
+                "--yes",
+                path.to_str().expect("UTF-8 path"),
+            ],
+        );
+        output.trim().to_owned()
+    }
+
+    /// Runs cosign with `arguments` in `dir` (an empty key password, `HOME` there); returns stdout and
+    /// panics with stderr when cosign fails.
+    fn cosign(&self, dir: &Path, arguments: &[&str]) -> String {
+        let output = Command::new(registry_tools().cosign)
+            .current_dir(dir)
+            .args(arguments)
+            .env("COSIGN_PASSWORD", "")
+            .env("HOME", dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("cosign runs");
+        assert!(
+            output.status.success(),
+            "cosign {arguments:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("cosign prints UTF-8")
+    }
+}
+
+impl Drop for CosignKeys {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

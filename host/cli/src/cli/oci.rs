@@ -1,11 +1,13 @@
 //! Checks in OCI registries: `preflight push` and `preflight pull`, and the `oci://` references `run`,
 //! `bench` and `test` take for `--check`. Credentials come from the docker config (`docker login`,
 //! `oras login`); pulled checks are cached by digest in `$XDG_CACHE_HOME/preflight/oci` (else
-//! `~/.cache/preflight/oci`), so a check pinned by digest is pulled once.
+//! `~/.cache/preflight/oci`), so a check pinned by digest is pulled once. With `--verify-key`, a check runs
+//! only with a cosign signature by one of the keys for the digest pulled.
 
 use super::{EXIT_PROCEED, Format, Problem, PullArgs, PushArgs, RegistryArgs, input};
 use preflight_oci::{
-    ArtifactCache, CheckReference, Credentials, Origin, Registry, RegistryOptions,
+    ArtifactCache, CheckReference, Credentials, Origin, Registry, RegistryOptions, SignaturePolicy,
+    VerificationKey,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -41,6 +43,17 @@ pub async fn push(args: PushArgs) -> Result<u8, Problem> {
 pub async fn pull(args: PullArgs) -> Result<u8, Problem> {
     let reference = parse(&args.reference)?;
     let fetched = fetch(&reference, &args.registry).await?;
+    let keys = verification_keys(&args.registry.verify_key)?;
+    let verified = match keys.as_slice() {
+        [] => "no (no --verify-key)".to_owned(),
+        keys => format!(
+            "cosign signature by {}",
+            keys.iter()
+                .map(VerificationKey::name)
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
+    };
     std::fs::write(&args.output_file, &fetched.pulled.component).map_err(|error| {
         Problem::Input(format!(
             "cannot write {}: {error}",
@@ -57,6 +70,7 @@ pub async fn pull(args: PullArgs) -> Result<u8, Problem> {
                 preflight_oci::sha256_digest(&fetched.pulled.component),
             ),
             ("pinned", fetched.reference.to_string()),
+            ("verified", verified),
             ("written", args.output_file.display().to_string()),
         ],
     );
@@ -72,8 +86,8 @@ pub async fn read_check(location: &str, registry: &RegistryArgs) -> Result<Vec<u
     Ok(fetch(&reference, registry).await?.pulled.component)
 }
 
-/// Fetches `reference` through the cache; a tag served from the cache because the registry failed is
-/// said on stderr.
+/// Fetches `reference` through the cache, and verifies its signatures when `--verify-key` asks for them;
+/// a tag served from the cache because the registry failed is said on stderr.
 async fn fetch(
     reference: &CheckReference,
     registry: &RegistryArgs,
@@ -95,7 +109,30 @@ async fn fetch(
             fetched.reference
         );
     }
+    let mut policy = SignaturePolicy::default();
+    policy.require_one_of(verification_keys(&registry.verify_key)?);
+    preflight_oci::verify_signatures(
+        &client,
+        cache.as_ref(),
+        &fetched.reference,
+        &Credentials::DockerConfig,
+        &policy,
+    )
+    .await
+    .map_err(registry_problem)?;
     Ok(fetched)
+}
+
+/// The cosign public keys in `files`, each named by its file.
+pub fn verification_keys(files: &[PathBuf]) -> Result<Vec<VerificationKey>, Problem> {
+    files
+        .iter()
+        .map(|path| {
+            let pem = input::read(path)?;
+            VerificationKey::from_pem(format!("key {}", path.display()), &pem)
+                .map_err(Problem::Input)
+        })
+        .collect()
 }
 
 impl RegistryArgs {

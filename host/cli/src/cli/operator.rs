@@ -36,6 +36,7 @@ pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
                 .collect::<Result<_, _>>()?,
             ..preflight_oci::RegistryOptions::default()
         },
+        verify_keys: super::oci::verification_keys(&args.verify_key)?,
         oci_cache: args.cache_dir.as_ref().map(|dir| dir.join("oci")),
         engine: EngineConfig {
             max_concurrent_evaluations: args.max_concurrent_evaluations,

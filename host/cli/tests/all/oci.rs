@@ -1,9 +1,10 @@
 //! Checks through a real OCI registry (the CNCF distribution registry, TLS with a private CA made for the
 //! test): `preflight push`, `pull`, and `run --check oci://…` as a user runs them; and oras, a client
 //! nobody here wrote, reading what `preflight push` wrote and writing what `preflight pull` reads; a registry
-//! behind a login, reached with the user's docker config.
+//! behind a login, reached with the user's docker config; `--verify-key` holding a check to a cosign signature
+//! made by the real cosign CLI.
 
-use preflight_test_support::{TestRegistry, Transport, build_check, fixture};
+use preflight_test_support::{CosignKeys, TestRegistry, Transport, build_check, fixture};
 use std::path::Path;
 use std::process::Command;
 
@@ -199,4 +200,83 @@ fn a_registry_behind_a_login_takes_the_credentials_of_the_docker_config() {
     let (status, _, stderr) = preflight(home.path(), &pull);
     assert_eq!(status, 0, "{stderr}");
     assert_eq!(std::fs::read(&to).unwrap(), std::fs::read(&check).unwrap());
+}
+
+#[test]
+fn pull_and_run_with_a_verify_key_take_only_a_check_cosign_signed_for_its_digest() {
+    let registry = TestRegistry::start(Transport::PrivateCa);
+    let home = tempfile::tempdir().unwrap();
+    let check = build_check("dependency-ready");
+    let ca = registry.ca_file();
+    let ca = ca.to_str().unwrap();
+    let (ours, theirs) = (CosignKeys::generate(), CosignKeys::generate());
+    let (our_key, their_key) = (ours.public_key_file(), theirs.public_key_file());
+    let (our_key, their_key) = (our_key.to_str().unwrap(), their_key.to_str().unwrap());
+    let tagged = format!("oci://{}/checks/signed:1.0", registry.host());
+    let (status, pushed, stderr) = preflight(
+        home.path(),
+        &[
+            "push",
+            check.to_str().unwrap(),
+            &tagged,
+            "--registry-ca",
+            ca,
+        ],
+    );
+    assert_eq!(status, 0, "{stderr}");
+    let pinned = field(&pushed, "pinned").to_owned();
+    let to = home.path().join("pulled.wasm");
+    let pull = |reference: &str, key: &str| {
+        let args = ["pull", reference, "--to", to.to_str().unwrap()];
+        let trust = ["--registry-ca", ca, "--verify-key", key];
+        preflight(home.path(), &[&args[..], &trust[..]].concat())
+    };
+
+    let (status, _, stderr) = pull(&tagged, our_key);
+    assert_eq!(status, 2, "an unsigned check is refused");
+    assert!(stderr.contains("carries no cosign signature"), "{stderr}");
+    assert!(stderr.contains(&format!("key {our_key}")), "{stderr}");
+
+    registry.cosign_sign(&ours, pinned.trim_start_matches("oci://"));
+    let (status, pulled, stderr) = pull(&tagged, our_key);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(
+        field(&pulled, "verified"),
+        format!("cosign signature by key {our_key}")
+    );
+    let (status, _, stderr) = pull(&pinned, their_key);
+    assert_eq!(status, 2, "another key's check is refused");
+    assert!(
+        stderr.contains("none of the 1 signature(s)")
+            && stderr.contains(&format!("key {their_key}")),
+        "{stderr}"
+    );
+
+    let (object, config) = (
+        fixture("app-ready.yaml"),
+        fixture("dependency-ready-config.yaml"),
+    );
+    let run = |key: &str| {
+        let check = [
+            "run",
+            "--check",
+            &pinned,
+            "--registry-ca",
+            ca,
+            "--verify-key",
+            key,
+        ];
+        let input = [
+            "--object",
+            object.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ];
+        preflight(home.path(), &[&check[..], &input[..]].concat())
+    };
+    let (status, _, stderr) = run(our_key);
+    assert_eq!(status, 0, "{stderr}");
+    let (status, _, stderr) = run(their_key);
+    assert_eq!(status, 2, "{stderr}");
+    assert!(stderr.contains("is refused before it runs"), "{stderr}");
 }

@@ -3,3 +3,4 @@
 
 mod boundary;
 mod registry;
+mod signatures;

@@ -14,3 +14,4 @@ mod operator_lifecycle;
 mod packing;
 mod pause_switches;
 mod rollout;
+mod signatures;

@@ -12,7 +12,7 @@ use preflight_test_support::{TestRegistry, Transport};
 use serde_json::json;
 
 /// Applies check ConfigMap `deps` gating the scenario's kind with `data` and no component of its own.
-async fn put_source(s: &Scenario, data: serde_json::Value) {
+pub(crate) async fn put_source(s: &Scenario, data: serde_json::Value) {
     let value = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {
@@ -25,13 +25,13 @@ async fn put_source(s: &Scenario, data: serde_json::Value) {
 }
 
 /// Creates object `name` of the scenario's kind, depending on postgres.
-async fn object_depending_on_postgres(s: &Scenario, name: &str) {
+pub(crate) async fn object_depending_on_postgres(s: &Scenario, name: &str) {
     let spec = json!({"dependsOn": ["postgres"]});
     create_object(&s.client, &s.kind, &s.namespace, name, spec, &[]).await;
 }
 
 /// The CheckRejected Event whose note contains `text`; returns the note.
-async fn rejected(s: &Scenario, text: &str) -> String {
+pub(crate) async fn rejected(s: &Scenario, text: &str) -> String {
     let event = event_where(&s.client, &s.namespace, "CheckRejected", |event| {
         event
             .note

@@ -580,6 +580,8 @@ async fn the_deploy_manifests_pass_server_side_validation() {
         "deploy/examples/grant-kind.yaml",
         "deploy/examples/grant-secret.yaml",
         "deploy/examples/hold-built-in-kinds.yaml",
+        "deploy/examples/check-from-registry.yaml",
+        "deploy/examples/signed-check.yaml",
     ];
     for file in files {
         let text = std::fs::read_to_string(root.join(file)).unwrap();

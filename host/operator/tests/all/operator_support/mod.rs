@@ -326,6 +326,7 @@ pub fn operator_config(namespace: &str) -> OperatorConfig {
         },
         kept_components: None,
         registry: preflight_oci::RegistryOptions::default(),
+        verify_keys: Vec::new(),
         oci_cache: None,
         kind_retry: Duration::from_secs(1),
         controller_name: "preflight".into(),
