@@ -145,6 +145,10 @@ struct WhatIfArgs {
     /// A check ConfigMap in the cluster instead (with its parts): NAMESPACE/NAME.
     #[arg(long, value_name = "NAMESPACE/NAME")]
     configmap: Option<String>,
+    /// With --configmap: how a check named by `source: oci://…` is pulled and verified, as the operator
+    /// does it.
+    #[command(flatten)]
+    registries: ClusterRegistryArgs,
     /// The kind a local check gates: `Kind.group`, or `Kind` for the core group.
     #[arg(long, value_name = "KIND.GROUP")]
     gates: Option<String>,
@@ -426,6 +430,17 @@ struct OperatorArgs {
     /// before the checks proceed. Needs RBAC on mutatingadmissionpolicies and their bindings.
     #[arg(long, env = "PREFLIGHT_HOLD_AT_ADMISSION")]
     hold_at_admission: bool,
+    #[command(flatten)]
+    registries: ClusterRegistryArgs,
+    /// Log format.
+    #[arg(long, env = "PREFLIGHT_LOG_FORMAT", value_enum, default_value_t = Format::Json)]
+    log_format: Format,
+}
+
+/// How the checks named by `source: oci://…` in check ConfigMaps are reached and verified: shared by the
+/// operator and `what-if --configmap`, which reads a check as the operator does.
+#[derive(Debug, Args)]
+struct ClusterRegistryArgs {
     /// A registry (`host:port`) that checks named by `source: oci://…` are pulled from over plain HTTP
     /// instead of HTTPS (an in-cluster registry); repeatable, or comma-separated in the variable.
     #[arg(
@@ -455,9 +470,6 @@ struct OperatorArgs {
         value_name = "FILE"
     )]
     verify_key: Vec<PathBuf>,
-    /// Log format.
-    #[arg(long, env = "PREFLIGHT_LOG_FORMAT", value_enum, default_value_t = Format::Json)]
-    log_format: Format,
 }
 
 impl Cli {

@@ -24,6 +24,9 @@ pub struct LoadedCheck {
     /// What its evaluations may reach (built from `settings.capabilities` when the check is loaded);
     /// nothing by default.
     pub grants: Grants,
+    /// Set when this version serves from a copy on the operator's disk because its source failed (its
+    /// registry cannot be reached, a part is missing): the condition of the objects it gates says so.
+    pub stand_in_note: Option<String>,
 }
 
 impl LoadedCheck {
@@ -45,6 +48,7 @@ impl LoadedCheck {
             settings: source.settings,
             check,
             grants,
+            stand_in_note: None,
         })
     }
 
@@ -290,7 +294,7 @@ impl CheckSet {
 
 /// Whether two loaded versions behave identically (same bytes and settings).
 fn same_version(a: &LoadedCheck, b: &LoadedCheck) -> bool {
-    a.digest() == b.digest() && a.settings == b.settings
+    a.digest() == b.digest() && a.settings == b.settings && a.stand_in_note == b.stand_in_note
 }
 
 /// The switch the usable enforced checks among `entries` (one kind's) agree on: `Ok(None)` when none sets

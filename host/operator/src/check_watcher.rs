@@ -394,7 +394,13 @@ impl Loader {
                 return;
             }
             let rejected = match loaded {
-                Ok((check, problem)) => {
+                Ok((mut check, problem)) => {
+                    check.stand_in_note = problem.is_some().then(|| {
+                        format!(
+                            "serving the copy kept on the operator's disk while its source fails \
+                             (CheckRejected Event on ConfigMap {name})"
+                        )
+                    });
                     let (kind, digest) = (check.settings.gates.to_string(), check.digest());
                     let rejection =
                         problem.map(|problem| check.rejection(RejectionCause::ConfigMap, problem));
@@ -569,7 +575,7 @@ fn load_version(
 /// Refuses `source` unless it carries the signatures `policy` asks for: a check from a registry was
 /// verified when it was pulled (`unsigned` says why not), a check in ConfigMaps is verified here against
 /// the `signature` of `config_map`.
-fn verify(
+pub(crate) fn verify(
     source: &CheckSource,
     config_map: &ConfigMap,
     policy: &Result<SignaturePolicy, String>,

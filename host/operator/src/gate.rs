@@ -186,13 +186,16 @@ impl Gate {
             .evaluate_with(&check.check, request, &check.settings.limits, &check.grants)
             .await;
         forward_logs(&check.settings.name, &evaluation);
-        with_policy(
-            check.settings.name.clone(),
-            check.settings.failure_policy,
-            with_refusals(evaluation.outcome, &evaluation.refusals),
-            evaluation.duration,
-            check.settings.outputs.clone(),
-        )
+        CheckRun {
+            note: check.stand_in_note.clone(),
+            ..with_policy(
+                check.settings.name.clone(),
+                check.settings.failure_policy,
+                with_refusals(evaluation.outcome, &evaluation.refusals),
+                evaluation.duration,
+                check.settings.outputs.clone(),
+            )
+        }
     }
 }
 
@@ -417,6 +420,7 @@ fn with_policy(
         suspended: false,
         duration,
         outputs_placement,
+        note: None,
     }
 }
 
@@ -435,6 +439,7 @@ fn suspended(check: &LoadedCheck) -> CheckRun {
         suspended: true,
         duration: Duration::ZERO,
         outputs_placement: check.settings.outputs.clone(),
+        note: None,
     }
 }
 

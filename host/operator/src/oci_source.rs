@@ -36,8 +36,9 @@ pub(crate) struct PulledComponent {
     /// Set when the component's signatures do not meet the policy (or could not be read): it must not be
     /// compiled.
     pub unsigned: Option<String>,
-    /// The failure may pass by itself (the registry's answer, or a pull secret not there yet): the
-    /// watcher pulls again after a backoff, as the kubelet does with images.
+    /// The failure may pass by itself (the registry's answer, a pull secret not there yet, a registry
+    /// that failed while its cached copy serves): the watcher pulls again after a backoff, as the kubelet
+    /// does with images, until the registry answers.
     pub retry: bool,
 }
 
@@ -114,8 +115,8 @@ impl OciSources {
                 };
                 PulledComponent {
                     component: Ok(fetched.pulled.component),
+                    retry: fallback.is_some() || matches!(verified, Err(OciError::Registry { .. })),
                     fallback,
-                    retry: matches!(verified, Err(OciError::Registry { .. })),
                     unsigned: verified.err().map(|error| error.describe()),
                 }
             }

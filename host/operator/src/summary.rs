@@ -24,6 +24,9 @@ pub struct CheckRun {
     pub duration: Duration,
     /// Where the check's outputs go on the object.
     pub outputs_placement: OutputsPlacement,
+    /// Said after the decision's message: the version that ran is a stand-in (see
+    /// `LoadedCheck::stand_in_note`).
+    pub note: Option<String>,
 }
 
 /// The condition-shaped summary of a gate result.
@@ -101,10 +104,20 @@ pub fn summarize(decision: &Decision, runs: &[CheckRun]) -> Summary {
             (false, reason, message)
         }
     };
+    let notes: String = runs
+        .iter()
+        .filter_map(|run| {
+            Some(format!(
+                " [{}: {}]",
+                short_name(&run.name),
+                run.note.as_ref()?
+            ))
+        })
+        .collect();
     Summary {
         proceed,
         reason,
-        message: truncate(message),
+        message: truncate(message + &notes),
     }
 }
 
@@ -128,6 +141,44 @@ fn truncate(mut message: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use preflight_engine::action::decide;
+
+    #[test]
+    fn a_stand_in_version_is_named_after_the_decision() {
+        let run = |name: &str, proceed: bool, note: Option<&str>| CheckRun {
+            name: format!("ns/{name}"),
+            outcome: Ok(Verdict {
+                proceed,
+                requeue_after: None,
+                reason: if proceed { "Ready" } else { "NotReady" }.into(),
+                message: format!("{name} says so"),
+                outputs: Default::default(),
+            }),
+            ignored: None,
+            suspended: false,
+            duration: Duration::ZERO,
+            outputs_placement: OutputsPlacement::default(),
+            note: note.map(str::to_owned),
+        };
+        let table = [
+            (vec![run("a", true, None)], "a: a says so"),
+            (
+                vec![run("a", true, Some("serving a copy"))],
+                "a: a says so [a: serving a copy]",
+            ),
+            (
+                vec![
+                    run("a", false, None),
+                    run("b", true, Some("serving a copy")),
+                ],
+                "a: a says so [b: serving a copy]",
+            ),
+        ];
+        for (runs, message) in table {
+            let decision = decide(runs.iter().map(|run| &run.outcome), 0);
+            assert_eq!(summarize(&decision, &runs).message, message);
+        }
+    }
 
     #[test]
     fn truncates_long_messages_on_a_character_boundary() {

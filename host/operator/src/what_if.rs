@@ -9,11 +9,13 @@
 
 use crate::check_set::{CheckSet, LoadedCheck};
 use crate::check_source;
-use crate::check_watcher::{parts_of, prepare};
+use crate::check_watcher::{parts_of, prepare, verify};
 use crate::condition::{PreflightCondition, condition_of};
 use crate::controllers::resolve;
 use crate::gate::{Gate, GateResult};
 use crate::lookups::ObjectCaches;
+use crate::oci_source::OciSources;
+use crate::signing::Signing;
 use crate::vocabulary::{CheckMode, CheckSource};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -146,12 +148,25 @@ pub struct Report {
     pub seconds: f64,
 }
 
-/// Reads the check ConfigMap `namespace/name` (and its parts) from the cluster, as the operator would.
+/// Where the checks that ConfigMaps name by `source: oci://…` are pulled from, and the keys every check
+/// must be signed with: what the operator is started with.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// How registries are reached.
+    pub registry: preflight_oci::RegistryOptions,
+    /// The operator's `--verify-key` keys.
+    pub verify_keys: Vec<preflight_oci::VerificationKey>,
+}
+
+/// Reads the check ConfigMap `namespace/name` from the cluster as the operator would: its parts, or its
+/// component pulled from the registry its `source` names (with its pull secret), verified against the
+/// signatures its `verify` key and `sources`' keys ask for.
 pub async fn candidate_from_cluster(
     client: &Client,
     namespace: &str,
     name: &str,
     default_limits: &Limits,
+    sources: &Sources,
 ) -> Result<CheckSource, WhatIfError> {
     let read_error = |source| WhatIfError::ReadCheck {
         name: format!("{namespace}/{name}"),
@@ -162,7 +177,23 @@ pub async fn candidate_from_cluster(
         .await
         .map_err(read_error)?;
     let parts = parts_of(client, &config_map).await.map_err(read_error)?;
-    candidate_from_config_maps(&config_map, &parts, default_limits)
+    let policy = Signing::new(sources.verify_keys.clone())
+        .policy_for(client, &config_map)
+        .await
+        .map_err(|problem| WhatIfError::Rejected(problem.problem))?;
+    let pulled = OciSources::new(&sources.registry, None)
+        .pull(client, &config_map, Some(&policy))
+        .await;
+    let (component, unsigned) = match pulled {
+        Some(pulled) => (Some(pulled.component), pulled.unsigned),
+        None => (None, None),
+    };
+    check_source::with_pulled(&config_map, &parts, component, default_limits)
+        .and_then(|source| {
+            verify(&source, &config_map, &Ok(policy), unsigned)?;
+            Ok(source)
+        })
+        .map_err(|rejection| WhatIfError::Rejected(rejection.problem))
 }
 
 /// Reads a check from its ConfigMap and parts (as `preflight pack` writes them, or read from the cluster).
@@ -388,6 +419,7 @@ mod tests {
                 suspended: false,
                 duration: std::time::Duration::ZERO,
                 outputs_placement: Default::default(),
+                note: None,
             }],
             monitor: None,
         }

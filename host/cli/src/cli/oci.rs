@@ -4,7 +4,9 @@
 //! `~/.cache/preflight/oci`), so a check pinned by digest is pulled once. With `--verify-key`, a check runs
 //! only with a cosign signature by one of the keys for the digest pulled.
 
-use super::{EXIT_PROCEED, Format, Problem, PullArgs, PushArgs, RegistryArgs, input};
+use super::{
+    ClusterRegistryArgs, EXIT_PROCEED, Format, Problem, PullArgs, PushArgs, RegistryArgs, input,
+};
 use preflight_oci::{
     ArtifactCache, CheckReference, Credentials, Origin, Registry, RegistryOptions, SignaturePolicy,
     VerificationKey,
@@ -138,11 +140,7 @@ pub fn verification_keys(files: &[PathBuf]) -> Result<Vec<VerificationKey>, Prob
 impl RegistryArgs {
     /// A registry client for `reference` with these options.
     fn registry(&self, reference: &CheckReference) -> Result<Registry, Problem> {
-        let ca_certificates = self
-            .registry_ca
-            .iter()
-            .map(|path| input::read(path))
-            .collect::<Result<_, _>>()?;
+        let ca_certificates = read_all(&self.registry_ca)?;
         Ok(Registry::new(&RegistryOptions {
             plain_http: if self.plain_http {
                 vec![reference.registry().to_owned()]
@@ -153,6 +151,22 @@ impl RegistryArgs {
             ..RegistryOptions::default()
         }))
     }
+}
+
+impl ClusterRegistryArgs {
+    /// The registry options these flags give.
+    pub fn options(&self) -> Result<RegistryOptions, Problem> {
+        Ok(RegistryOptions {
+            plain_http: self.registry_plain_http.clone(),
+            ca_certificates: read_all(&self.registry_ca)?,
+            ..RegistryOptions::default()
+        })
+    }
+}
+
+/// The contents of `files`.
+fn read_all(files: &[PathBuf]) -> Result<Vec<Vec<u8>>, Problem> {
+    files.iter().map(|path| input::read(path)).collect()
 }
 
 fn parse(text: &str) -> Result<CheckReference, Problem> {

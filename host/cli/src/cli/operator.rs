@@ -27,16 +27,8 @@ pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
             ..Limits::default()
         },
         kept_components: args.cache_dir.as_ref().map(|dir| dir.join("components")),
-        registry: preflight_oci::RegistryOptions {
-            plain_http: args.registry_plain_http,
-            ca_certificates: args
-                .registry_ca
-                .iter()
-                .map(|path| super::input::read(path))
-                .collect::<Result<_, _>>()?,
-            ..preflight_oci::RegistryOptions::default()
-        },
-        verify_keys: super::oci::verification_keys(&args.verify_key)?,
+        registry: args.registries.options()?,
+        verify_keys: super::oci::verification_keys(&args.registries.verify_key)?,
         oci_cache: args.cache_dir.as_ref().map(|dir| dir.join("oci")),
         engine: EngineConfig {
             max_concurrent_evaluations: args.max_concurrent_evaluations,

@@ -31,7 +31,11 @@ pub async fn what_if(args: WhatIfArgs) -> Result<u8, Problem> {
     let limits = Limits::default();
     let candidate = match (in_cluster, &args.check) {
         (Some((namespace, name)), _) => {
-            what_if::candidate_from_cluster(&client, namespace, name, &limits)
+            let sources = what_if::Sources {
+                registry: args.registries.options()?,
+                verify_keys: super::oci::verification_keys(&args.registries.verify_key)?,
+            };
+            what_if::candidate_from_cluster(&client, namespace, name, &limits, &sources)
                 .await
                 .map_err(|error| Problem::Input(error.to_string()))?
         }

@@ -260,3 +260,87 @@ fn tempfile_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Runs `preflight what-if ARGS -o json` as the admin; returns the exit status, stdout and stderr.
+fn what_if_as_admin(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new("timeout")
+        .arg("300")
+        .arg(env!("CARGO_BIN_EXE_preflight"))
+        .arg("what-if")
+        .args(args)
+        .args(["-o", "json"])
+        .env("KUBECONFIG", kubeconfig())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_reads_a_check_from_its_registry_verified_as_the_operator_would() {
+    use preflight_oci::{CheckReference, Credentials, Registry, RegistryOptions};
+    use preflight_test_support::{CosignKeys, TestRegistry, Transport};
+    let s = Scenario::new("what-if-oci", "Voucher", "required-metadata").await;
+    let registry = TestRegistry::start(Transport::PlainHttp);
+    let reference = CheckReference::parse(&format!("oci://{}/meta:1", registry.host())).unwrap();
+    let pushed = Registry::new(&RegistryOptions {
+        plain_http: vec![registry.host()],
+        ..RegistryOptions::default()
+    })
+    .push(&reference, &s.wasm, &Credentials::Anonymous)
+    .await
+    .unwrap();
+    let pinned = reference.pinned(&pushed.manifest_digest);
+    let (ours, theirs) = (CosignKeys::generate(), CosignKeys::generate());
+    registry.cosign_sign(&ours, pinned.to_string().trim_start_matches("oci://"));
+    for (name, labels) in [("labelled", vec![("team", "shop")]), ("bare", vec![])] {
+        s.create(name, &labels).await;
+    }
+    apply(
+        &s.client,
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {
+                "name": "meta", "namespace": s.namespace,
+                "labels": {preflight_operator::GATES_LABEL: s.kind.gates()},
+            },
+            "data": {"source": pinned.to_string(), "config": r#"{"labels": ["team"]}"#},
+        }),
+    )
+    .await;
+    let configmap = format!("{}/meta", s.namespace);
+    let host = registry.host();
+    let (ours, theirs) = (ours.public_key_file(), theirs.public_key_file());
+    let run = |key: &Path| {
+        what_if_as_admin(&[
+            "--configmap",
+            &configmap,
+            "-n",
+            &s.namespace,
+            "--registry-plain-http",
+            &host,
+            "--verify-key",
+            key.to_str().unwrap(),
+        ])
+    };
+
+    // Pulled and verified: both objects are evaluated (neither has a condition yet, so both would change).
+    let (status, stdout, stderr) = run(&ours);
+    assert_eq!(status, 1, "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["totals"]["objects"], 2, "{report}");
+    assert_eq!(report["totals"]["notSelected"], 0, "{report}");
+
+    // The operator would refuse it with another key: so does what-if, saying why.
+    let (status, _, stderr) = run(&theirs);
+    assert_eq!(status, 2, "{stderr}");
+    assert!(
+        stderr.contains("none of the 1 signature(s)")
+            && stderr.contains(pushed.manifest_digest.as_str()),
+        "{stderr}"
+    );
+    s.remove().await;
+}

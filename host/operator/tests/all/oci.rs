@@ -2,7 +2,8 @@
 //! real control plane: a check pulled by digest gates its kind; a tag without a pin, a digest the
 //! registry does not hold and a tag moved away from the pinned component are refused while the last good
 //! version serves; a `followTag` check keeps serving from the operator's cache across a restart while
-//! the registry is down, and says so; a registry behind a login is read with the pull secret the
+//! the registry is down, says so (Event, and the objects' condition), and is pulled again by itself when
+//! the registry returns; a registry behind a login is read with the pull secret the
 //! ConfigMap names, refused with the registry's answer without it, and pulled again by itself once the
 //! Secret exists.
 
@@ -10,6 +11,7 @@ use crate::operator_support::*;
 use preflight_oci::{CheckReference, Credentials, Registry, RegistryOptions, sha256_digest};
 use preflight_test_support::{TestRegistry, Transport};
 use serde_json::json;
+use std::time::Duration;
 
 /// Applies check ConfigMap `deps` gating the scenario's kind with `data` and no component of its own.
 pub(crate) async fn put_source(s: &Scenario, data: serde_json::Value) {
@@ -141,7 +143,25 @@ async fn a_check_from_a_registry_gates_refuses_unpinned_or_moved_bytes_and_outli
         "{note}"
     );
     object_depending_on_postgres(&s, "o2").await;
-    s.wait("o2", "True", "DependenciesAvailable").await;
+    let served = s.wait("o2", "True", "DependenciesAvailable").await;
+    let stand_in = "serving the copy kept on the operator's disk while its source fails";
+    assert!(served.message.contains(stand_in), "{}", served.message);
+
+    // The registry comes back: the failed pull is tried again by itself (5 s, 10 s, …) and the condition
+    // no longer speaks of a stand-in.
+    registry.resume();
+    preflight_kube_harness::eventually(
+        "o2's condition to drop the stand-in note",
+        Duration::from_secs(30),
+        || async {
+            condition(&s.client, &s.kind, &s.namespace, "o2")
+                .await
+                .filter(|condition| {
+                    condition.status == "True" && !condition.message.contains(stand_in)
+                })
+        },
+    )
+    .await;
     restarted.stop().await;
     s.remove().await;
 }
