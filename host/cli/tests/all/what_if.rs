@@ -103,10 +103,9 @@ async fn writes_to(client: &Client, group: &str) -> f64 {
     .await
 }
 
-/// Runs `preflight what-if` with `args` as the read-only identity; returns its exit status and JSON report.
-fn what_if(kubeconfig: &Path, args: &[&str]) -> (i32, Value, Duration) {
-    let started = Instant::now();
-    let output = Command::new("timeout")
+/// Runs `preflight what-if ARGS -o json` with `kubeconfig`.
+fn run_what_if(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("timeout")
         .arg("300")
         .arg(env!("CARGO_BIN_EXE_preflight"))
         .arg("what-if")
@@ -118,7 +117,13 @@ fn what_if(kubeconfig: &Path, args: &[&str]) -> (i32, Value, Duration) {
             preflight_test_support::wasm_target_dir().join("compiled"),
         )
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs `preflight what-if` with `args` as the read-only identity; returns its exit status and JSON report.
+fn what_if(kubeconfig: &Path, args: &[&str]) -> (i32, Value, Duration) {
+    let started = Instant::now();
+    let output = run_what_if(kubeconfig, args);
     let took = started.elapsed();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let report = serde_json::from_str(&stdout).unwrap_or_else(|error| {
@@ -263,15 +268,7 @@ fn tempfile_dir(name: &str) -> PathBuf {
 
 /// Runs `preflight what-if ARGS -o json` as the admin; returns the exit status, stdout and stderr.
 fn what_if_as_admin(args: &[&str]) -> (i32, String, String) {
-    let output = Command::new("timeout")
-        .arg("300")
-        .arg(env!("CARGO_BIN_EXE_preflight"))
-        .arg("what-if")
-        .args(args)
-        .args(["-o", "json"])
-        .env("KUBECONFIG", kubeconfig())
-        .output()
-        .unwrap();
+    let output = run_what_if(kubeconfig(), args);
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),
