@@ -390,6 +390,11 @@ struct OperatorArgs {
     /// Hold a Lease so that only one replica writes (`--leader-election=false` for a single local replica).
     #[arg(long, env = "PREFLIGHT_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     leader_election: bool,
+    /// Gate only the objects this label selector matches, filtered by the API server (static sharding:
+    /// run one Deployment per shard, each with its own selector and `--lease-name`, e.g.
+    /// `preflight.dev/shard=a`; together the selectors must cover every object).
+    #[arg(long, env = "PREFLIGHT_WATCH_SELECTOR", value_name = "LABEL-SELECTOR")]
+    watch_selector: Option<String>,
     /// Name of the Lease.
     #[arg(
         long,

@@ -37,10 +37,12 @@ async fn run_kind(context: Arc<KindContext>, stop: oneshot::Receiver<()>) {
     let api: Api<DynamicObject> = Api::all_with(client, &context.resource);
     let writer = reflector::store::Writer::new(context.resource.clone());
     let reader = writer.as_reader();
+    let mut config = watcher::Config::default();
+    if let Some(selector) = &context.shared.watch_selector {
+        config = config.labels(selector);
+    }
     let objects = reconcile_triggers(
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .reflect(writer),
+        watcher(api, config).default_backoff().reflect(writer),
         context.shared.writer.recorded().clone(),
         context.pause_conflicts.clone(),
         context.held.clone(),

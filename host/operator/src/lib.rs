@@ -122,6 +122,10 @@ pub struct OperatorConfig {
     pub instance: Option<String>,
     /// How long a stopping operator lets running reconciles finish before it drops them.
     pub shutdown_grace: Duration,
+    /// A label selector limiting which objects of the gated kinds this operator watches and gates, served
+    /// by the API server (static sharding, Flux's `--watch-label-selector`: several deployments, each with
+    /// its own selector and Lease, share a kind's objects); `None` gates them all.
+    pub watch_selector: Option<String>,
     /// Install, for every gated kind with a pause switch, the admission policy that sets the switch when an
     /// object is created or its data changes (see `docs/operator.md`, "Hold at admission"); off by default.
     pub hold_at_admission: bool,
@@ -219,6 +223,7 @@ impl Operator {
                 .namespace
                 .clone()
                 .unwrap_or_else(|| "all-namespaces".to_owned()),
+            watch_selector: config.watch_selector.clone(),
         });
         let lead = tokio::spawn(lead(
             shared,

@@ -271,6 +271,7 @@ mod tests {
             stop_grace: Duration::from_secs(1),
             hold_at_admission: false,
             installation: "ns".into(),
+            watch_selector: None,
         });
         Arc::new(KindContext {
             shared,

@@ -41,6 +41,7 @@ pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
         instance: Some(args.pod_name),
         shutdown_grace: args.shutdown_grace,
         hold_at_admission: args.hold_at_admission,
+        watch_selector: args.watch_selector,
     };
     let operator = Operator::start(client, config)
         .await

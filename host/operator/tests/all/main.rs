@@ -14,4 +14,5 @@ mod operator_lifecycle;
 mod packing;
 mod pause_switches;
 mod rollout;
+mod sharding;
 mod signatures;

@@ -597,6 +597,71 @@ async fn the_deploy_manifests_pass_server_side_validation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_two_shard_overlay_renders_two_deployments_that_cover_every_object_once() {
+    let client = preflight_kube_harness::admin_client().await;
+    let namespace = preflight_kube_harness::test_namespace(&client, "shards").await;
+    let root = preflight_test_support::workspace_root();
+    let output = std::process::Command::new("timeout")
+        .arg("60")
+        .arg(preflight_kube_harness::kubectl())
+        .arg("kustomize")
+        .arg(root.join("deploy/shards"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout)
+        .unwrap()
+        .replace(
+            "namespace: preflight-system",
+            &format!("namespace: {namespace}"),
+        )
+        .replace("name: preflight-system", &format!("name: {namespace}"));
+    let params = PatchParams::apply("preflight-tests").force().dry_run();
+    let mut shards = Vec::new();
+    for document in serde_norway::Deserializer::from_str(&text) {
+        let document: serde_json::Value = serde::Deserialize::deserialize(document).unwrap();
+        if document["kind"] == "Deployment" {
+            let env = &document["spec"]["template"]["spec"]["containers"][0]["env"];
+            let value = |name: &str| {
+                let entries = env.as_array().unwrap().iter();
+                let mut values = entries.filter(|entry| entry["name"] == name);
+                let value = values.next().map(|entry| entry["value"].clone());
+                assert!(values.next().is_none(), "{name} is set once");
+                value.unwrap_or_default()
+            };
+            let account = &document["spec"]["template"]["spec"]["serviceAccountName"];
+            assert_eq!(
+                account, "preflight-operator",
+                "both shards run as the one account"
+            );
+            shards.push((
+                value("PREFLIGHT_WATCH_SELECTOR"),
+                value("PREFLIGHT_LEASE_NAME"),
+            ));
+        }
+        apply_with(&client, document, &params).await;
+    }
+    assert_eq!(
+        shards,
+        [
+            (
+                json!("preflight.dev/shard=a"),
+                json!("preflight-operator-shard-a")
+            ),
+            (
+                json!("preflight.dev/shard!=a"),
+                json!("preflight-operator-shard-b")
+            ),
+        ],
+        "shard a takes its label, shard b every other object; each holds its own Lease"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn library_mode_gates_inside_your_own_reconcile() {
     use kube::runtime::controller::Action as ControllerAction;
     use preflight_operator::{

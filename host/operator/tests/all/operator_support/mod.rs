@@ -328,6 +328,7 @@ pub fn operator_config(namespace: &str) -> OperatorConfig {
         registry: preflight_oci::RegistryOptions::default(),
         verify_keys: Vec::new(),
         oci_cache: None,
+        watch_selector: None,
         kind_retry: Duration::from_secs(1),
         controller_name: "preflight".into(),
         instance: Some(format!("test-{namespace}")),
