@@ -390,6 +390,12 @@ struct OperatorArgs {
     /// Hold a Lease so that only one replica writes (`--leader-election=false` for a single local replica).
     #[arg(long, env = "PREFLIGHT_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     leader_election: bool,
+    /// Share the gated objects with the other replicas that name the same ring, instead of electing one
+    /// leader: each replica holds a Lease of its own (labelled `preflight.dev/ring=NAME`) and gates the
+    /// objects that rendezvous hashing of their UID over the live replicas gives it. A replica whose
+    /// Lease lapses (`--lease-duration`) has its objects taken over by the others.
+    #[arg(long, env = "PREFLIGHT_SHARD_RING", value_name = "NAME")]
+    shard_ring: Option<String>,
     /// Gate only the objects this label selector matches, filtered by the API server (static sharding:
     /// run one Deployment per shard, each with its own selector and `--lease-name`, e.g.
     /// `preflight.dev/shard=a`; together the selectors must cover every object).

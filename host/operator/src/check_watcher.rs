@@ -21,6 +21,7 @@ use crate::lookups::{GrantedLookups, ObjectCaches};
 use crate::metrics::{KindLabels, LoadFailureLabels, Metrics};
 use crate::oci_source::{OciSources, PulledComponent};
 use crate::signing::{Signing, blob_signatures};
+use crate::tasks::AbortOnDrop;
 use crate::vocabulary::{CheckSource, Rejection, RejectionCause};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -103,6 +104,7 @@ impl CheckWatcher {
             Arc::clone(&loader),
             selection.namespace.clone(),
         ));
+        // The parts watcher ends with the check watcher.
         let _parts = AbortOnDrop(parts);
         let mut listed = BTreeSet::new();
         let mut initial = Vec::new();
@@ -249,15 +251,6 @@ async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
             Ok(None) => {}
             Err(error) => error!(check = %check, %error, "reading the check of a new part"),
         }
-    }
-}
-
-/// Aborts a task when dropped: the parts watcher ends with the check watcher.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -39,6 +39,27 @@ pub struct Shared {
     /// The label selector that limits which objects of the gated kinds this replica watches and gates
     /// (static sharding); `None` watches them all.
     pub watch_selector: Option<String>,
+    /// With a shard ring: this replica's share of the objects (automatic sharding); `None` gates them all.
+    pub shard: Option<Shard>,
+}
+
+/// This replica's place in its shard ring.
+#[derive(Clone)]
+pub struct Shard {
+    /// This replica's identity, as the ring names its members.
+    pub identity: String,
+    /// The ring's live members, as they change; `None` while unknown.
+    pub ring: tokio::sync::watch::Receiver<Option<crate::ring::Ring>>,
+}
+
+impl Shard {
+    /// Whether this replica gates the object with `uid` now.
+    pub fn owns(&self, uid: &str) -> bool {
+        self.ring
+            .borrow()
+            .as_ref()
+            .is_some_and(|ring| ring.owner(uid) == Some(self.identity.as_str()))
+    }
 }
 
 /// The context of one kind's controller.

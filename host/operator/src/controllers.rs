@@ -10,10 +10,12 @@ use crate::context::{KindContext, Shared};
 use crate::kind::GatedKind;
 use crate::pause::{self, ReportedConflicts};
 use crate::reconcile::{error_policy, reconcile};
+use crate::shard_share::{count_share, ring_changes};
 use crate::status_writer::ConditionUpdate;
 use crate::summary::summarize;
+use crate::tasks::AbortOnDrop;
 use crate::triggers::{check_changes, reconcile_triggers};
-use futures::StreamExt;
+use futures::{StreamExt, stream};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::controller::{self, Controller};
@@ -48,7 +50,18 @@ async fn run_kind(context: Arc<KindContext>, stop: oneshot::Receiver<()>) {
         context.held.clone(),
         context.placement,
     );
-    let triggers = check_changes(context.shared.gate.checks().clone(), context.kind.clone());
+    let triggers = stream::select(
+        check_changes(context.shared.gate.checks().clone(), context.kind.clone()),
+        ring_changes(context.shared.shard.clone()),
+    );
+    let _share = context.shared.shard.clone().map(|shard| {
+        AbortOnDrop(tokio::spawn(count_share(
+            shard,
+            reader.clone(),
+            context.shared.metrics.clone(),
+            context.label.clone(),
+        )))
+    });
     Controller::for_stream_with(objects, reader, context.resource.clone())
         .with_config(controller::Config::default().concurrency(context.shared.kind_concurrency))
         .reconcile_all_on(triggers)

@@ -34,6 +34,7 @@ mod kept_components;
 mod kind;
 mod leader;
 mod lookups;
+mod membership;
 mod metrics;
 mod oci_source;
 mod outputs;
@@ -41,9 +42,12 @@ mod parts;
 mod pause;
 mod reconcile;
 mod recorded_conditions;
+mod ring;
+mod shard_share;
 mod signing;
 mod status_writer;
 mod summary;
+mod tasks;
 mod triggers;
 mod vocabulary;
 pub mod what_if;
@@ -65,6 +69,7 @@ pub use gate::{Gate, GateResult, MonitorResult, controller_action};
 pub use kind::GatedKind;
 pub use leader::LeaderElection;
 pub use lookups::{GrantedLookups, ObjectCaches};
+pub use membership::{RING_LABEL, ShardRing};
 pub use outputs::OUTPUTS_ANNOTATION;
 pub use parts::{Package, pack};
 pub use pause::PauseSwitch;
@@ -97,6 +102,9 @@ pub struct OperatorConfig {
     pub listen: SocketAddr,
     /// Lease to hold; `None` runs without election (one replica only).
     pub leader_election: Option<LeaderElection>,
+    /// A shard ring to join instead of electing a leader: every member gates its own share of the objects
+    /// (see [`ShardRing`]); `None`: the leader gates every object.
+    pub shard_ring: Option<ShardRing>,
     /// Limits for checks whose ConfigMap sets none.
     pub default_limits: Limits,
     /// Engine sizing and the compiled-check cache.
@@ -162,9 +170,17 @@ impl Operator {
         let writer = StatusWriter::new(client.clone(), events.clone());
         let (shutdown, _) = watch::channel(false);
         let (synced_sender, synced) = watch::channel(false);
+        let membership = match &config.shard_ring {
+            Some(ring) => Some(membership::join(client.clone(), ring, metrics.clone()).await?),
+            None => None,
+        };
+        let ready = match &membership {
+            Some(membership) => ready_when_both(synced, membership.ring.clone()),
+            None => synced,
+        };
 
         let stopping = shutdown.subscribe();
-        let (address, server) = http::serve(config.listen, metrics.clone(), synced, async move {
+        let (address, server) = http::serve(config.listen, metrics.clone(), ready, async move {
             let mut stopping = stopping;
             let _ = stopping.wait_for(|stop| *stop).await;
         })
@@ -203,9 +219,18 @@ impl Operator {
         };
         let watcher = tokio::spawn(watcher.run(config.checks.clone(), synced_sender));
 
-        let leadership = match &config.leader_election {
-            Some(election) => leader::elect(client.clone(), election).await?,
-            None => leader::always(),
+        let shard =
+            membership
+                .as_ref()
+                .zip(config.shard_ring.as_ref())
+                .map(|(membership, ring)| context::Shard {
+                    identity: ring.identity.clone(),
+                    ring: membership.ring.clone(),
+                });
+        let leadership = match (membership, &config.leader_election) {
+            (Some(membership), _) => leader::while_member(membership.ring, membership.task),
+            (None, Some(election)) => leader::elect(client.clone(), election).await?,
+            (None, None) => leader::always(),
         };
         let shared = Arc::new(Shared {
             client,
@@ -224,6 +249,7 @@ impl Operator {
                 .clone()
                 .unwrap_or_else(|| "all-namespaces".to_owned()),
             watch_selector: config.watch_selector.clone(),
+            shard,
         });
         let lead = tokio::spawn(lead(
             shared,
@@ -249,6 +275,26 @@ impl Operator {
         finish(&mut self.lead, self.shutdown_grace + RELEASE_BOUND).await;
         finish(&mut self.server, RELEASE_BOUND).await;
     }
+}
+
+/// Ready when the checks are synced and the shard ring is known: a replica that does not know its share
+/// yet gates nothing.
+fn ready_when_both(
+    mut synced: watch::Receiver<bool>,
+    mut ring: watch::Receiver<Option<ring::Ring>>,
+) -> watch::Receiver<bool> {
+    let (sender, ready) = watch::channel(false);
+    tokio::spawn(async move {
+        loop {
+            sender.send_replace(*synced.borrow_and_update() && ring.borrow_and_update().is_some());
+            tokio::select! {
+                changed = synced.changed() => if changed.is_err() { break },
+                changed = ring.changed() => if changed.is_err() { break },
+                _ = sender.closed() => break,
+            }
+        }
+    });
+    ready
 }
 
 /// Waits for `task` for at most `bound`, then aborts it.

@@ -105,6 +105,22 @@ pub struct Metrics {
     pub status_writes: Family<KindLabels, Counter>,
     /// Objects whose latest verdict does not proceed, per kind and mode.
     pub objects_held: Family<HeldLabels, Gauge>,
+    /// With a shard ring: its live members, as this replica sees them (0 until known).
+    pub shard_ring_members: Gauge,
+    /// With a shard ring: objects of the kind this replica gates (its share).
+    pub shard_objects: Family<KindLabels, Gauge>,
+    /// With a shard ring: objects that moved to (`direction="in"`) or away from (`"out"`) this replica when
+    /// the ring's members changed.
+    pub shard_moves: Family<MoveLabels, Counter>,
+}
+
+/// Labels of shard moves.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MoveLabels {
+    /// The gated kind.
+    pub kind: String,
+    /// `in`: now this replica's; `out`: now another's.
+    pub direction: String,
 }
 
 impl Default for Metrics {
@@ -117,6 +133,24 @@ impl Default for Metrics {
         let checks_loaded = Family::default();
         let status_writes = Family::default();
         let objects_held = Family::default();
+        let shard_ring_members = Gauge::default();
+        let shard_objects = Family::default();
+        let shard_moves = Family::default();
+        registry.register(
+            "shard_ring_members",
+            "Live members of the shard ring, as this replica sees them",
+            shard_ring_members.clone(),
+        );
+        registry.register(
+            "shard_objects",
+            "Objects of the kind this replica gates, with a shard ring",
+            shard_objects.clone(),
+        );
+        registry.register(
+            "shard_moves",
+            "Objects that moved to or away from this replica when the shard ring changed",
+            shard_moves.clone(),
+        );
         registry.register(
             "evaluations",
             "Check evaluations by outcome",
@@ -161,6 +195,9 @@ impl Default for Metrics {
             checks_loaded,
             status_writes,
             objects_held,
+            shard_ring_members,
+            shard_objects,
+            shard_moves,
         }
     }
 }

@@ -54,11 +54,19 @@ pub(crate) async fn reconcile(
     object: Arc<DynamicObject>,
     context: Arc<KindContext>,
 ) -> Result<ControllerAction, ReconcileError> {
+    let uid = object.uid().unwrap_or_default();
+    if let Some(shard) = &context.shared.shard
+        && !shard.owns(&uid)
+    {
+        // Another replica of the ring gates it (this one did until the ring changed, perhaps).
+        context.held.set(&uid, CheckMode::Enforce, false);
+        context.held.set(&uid, CheckMode::Monitor, false);
+        return Ok(ControllerAction::await_change());
+    }
     let json = serde_json::to_value(object.as_ref())?;
     let result = context.shared.gate.evaluate(&context.kind, json).await;
     let metrics = &context.shared.metrics;
     metrics.record_runs(&context.label, &result.runs, CheckMode::Enforce);
-    let uid = object.uid().unwrap_or_default();
     context
         .held
         .set(&uid, CheckMode::Enforce, !result.summary.proceed);
@@ -272,6 +280,7 @@ mod tests {
             hold_at_admission: false,
             installation: "ns".into(),
             watch_selector: None,
+            shard: None,
         });
         Arc::new(KindContext {
             shared,

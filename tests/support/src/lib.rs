@@ -3,12 +3,15 @@
 //! [`build_check`] builds a check crate of this workspace for `wasm32-wasip2` with the real toolchain, once
 //! per test process, and returns the component's path. The build uses its own target directory (beside the
 //! workspace's) so that it never waits on the lock of the `cargo test` that runs it. [`LoopbackServer`]
-//! stands in for an external HTTP system on a loopback port; [`TestRegistry`] is a real OCI registry.
+//! stands in for an external HTTP system on a loopback port; [`LoopbackProxy`] is a connection a test can
+//! cut; [`TestRegistry`] is a real OCI registry.
 
 mod loopback_http;
+mod loopback_proxy;
 mod registry;
 
 pub use loopback_http::{LoopbackServer, ReceivedRequest, Reply};
+pub use loopback_proxy::LoopbackProxy;
 pub use registry::{CosignKeys, RegistryTools, TestRegistry, Transport, oras, registry_tools};
 
 use std::collections::HashMap;

@@ -2,7 +2,7 @@
 
 use super::{OperatorArgs, Problem};
 use preflight_engine::{EngineConfig, Limits};
-use preflight_operator::{CheckSelection, LeaderElection, Operator, OperatorConfig};
+use preflight_operator::{CheckSelection, LeaderElection, Operator, OperatorConfig, ShardRing};
 
 /// Starts the operator and runs it until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
@@ -15,11 +15,19 @@ pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
             label_selector: args.check_selector,
         },
         listen: args.listen,
-        leader_election: args.leader_election.then(|| LeaderElection {
+        shard_ring: args.shard_ring.clone().map(|name| ShardRing {
+            name,
             namespace: args.namespace.clone(),
-            lease_name: args.lease_name,
             identity: args.pod_name.clone(),
             lease_duration: args.lease_duration,
+        }),
+        leader_election: (args.leader_election && args.shard_ring.is_none()).then(|| {
+            LeaderElection {
+                namespace: args.namespace.clone(),
+                lease_name: args.lease_name,
+                identity: args.pod_name.clone(),
+                lease_duration: args.lease_duration,
+            }
         }),
         default_limits: Limits {
             timeout: args.default_timeout,

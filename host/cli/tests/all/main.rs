@@ -10,4 +10,5 @@ mod languages;
 mod oci;
 mod operator_process;
 mod readme;
+mod shard_ring;
 mod what_if;

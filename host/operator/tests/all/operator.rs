@@ -596,16 +596,15 @@ async fn the_deploy_manifests_pass_server_side_validation() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_two_shard_overlay_renders_two_deployments_that_cover_every_object_once() {
-    let client = preflight_kube_harness::admin_client().await;
-    let namespace = preflight_kube_harness::test_namespace(&client, "shards").await;
+/// `kubectl kustomize DIR` (a directory under `deploy/`), with its namespace renamed to `namespace`, as
+/// documents.
+fn render(dir: &str, namespace: &str) -> Vec<serde_json::Value> {
     let root = preflight_test_support::workspace_root();
     let output = std::process::Command::new("timeout")
         .arg("60")
         .arg(preflight_kube_harness::kubectl())
         .arg("kustomize")
-        .arg(root.join("deploy/shards"))
+        .arg(root.join(dir))
         .output()
         .unwrap();
     assert!(
@@ -620,27 +619,40 @@ async fn the_two_shard_overlay_renders_two_deployments_that_cover_every_object_o
             &format!("namespace: {namespace}"),
         )
         .replace("name: preflight-system", &format!("name: {namespace}"));
+    serde_norway::Deserializer::from_str(&text)
+        .map(|document| serde::Deserialize::deserialize(document).unwrap())
+        .collect()
+}
+
+/// The value of environment variable `name` in a Deployment's first container (set at most once).
+fn env_of(deployment: &serde_json::Value, name: &str) -> serde_json::Value {
+    let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
+    let mut values = env
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["name"] == name);
+    let value = values.next().map(|entry| entry["value"].clone());
+    assert!(values.next().is_none(), "{name} is set once");
+    value.unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sharding_overlays_render_and_pass_server_side_validation() {
+    let client = preflight_kube_harness::admin_client().await;
+    let namespace = preflight_kube_harness::test_namespace(&client, "shards").await;
     let params = PatchParams::apply("preflight-tests").force().dry_run();
     let mut shards = Vec::new();
-    for document in serde_norway::Deserializer::from_str(&text) {
-        let document: serde_json::Value = serde::Deserialize::deserialize(document).unwrap();
+    for document in render("deploy/shards", &namespace) {
         if document["kind"] == "Deployment" {
-            let env = &document["spec"]["template"]["spec"]["containers"][0]["env"];
-            let value = |name: &str| {
-                let entries = env.as_array().unwrap().iter();
-                let mut values = entries.filter(|entry| entry["name"] == name);
-                let value = values.next().map(|entry| entry["value"].clone());
-                assert!(values.next().is_none(), "{name} is set once");
-                value.unwrap_or_default()
-            };
             let account = &document["spec"]["template"]["spec"]["serviceAccountName"];
             assert_eq!(
                 account, "preflight-operator",
                 "both shards run as the one account"
             );
             shards.push((
-                value("PREFLIGHT_WATCH_SELECTOR"),
-                value("PREFLIGHT_LEASE_NAME"),
+                env_of(&document, "PREFLIGHT_WATCH_SELECTOR"),
+                env_of(&document, "PREFLIGHT_LEASE_NAME"),
             ));
         }
         apply_with(&client, document, &params).await;
@@ -659,6 +671,17 @@ async fn the_two_shard_overlay_renders_two_deployments_that_cover_every_object_o
         ],
         "shard a takes its label, shard b every other object; each holds its own Lease"
     );
+    let mut rings = Vec::new();
+    for document in render("deploy/ring", &namespace) {
+        if document["kind"] == "Deployment" {
+            rings.push((
+                env_of(&document, "PREFLIGHT_SHARD_RING"),
+                document["spec"]["replicas"].clone(),
+            ));
+        }
+        apply_with(&client, document, &params).await;
+    }
+    assert_eq!(rings, [(json!("preflight"), json!(3))]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

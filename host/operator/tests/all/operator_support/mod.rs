@@ -315,6 +315,7 @@ pub fn operator_config(namespace: &str) -> OperatorConfig {
         },
         listen: "127.0.0.1:0".parse().unwrap(),
         leader_election: None,
+        shard_ring: None,
         default_limits: Limits::default(),
         // Compiled checks are kept between tests and runs (the Python check takes seconds to compile);
         // copies of checks in parts are not, so that no test serves another's.
@@ -391,7 +392,9 @@ pub async fn metric(operator: &Operator, name: &str, labels: &[(&str, &str)]) ->
 pub async fn metric_at(address: SocketAddr, name: &str, labels: &[(&str, &str)]) -> f64 {
     let text = http_get_at(address, "/metrics").await;
     text.lines()
-        .filter(|line| line.starts_with(&format!("{name}{{")))
+        .filter(|line| {
+            line.starts_with(&format!("{name}{{")) || line.starts_with(&format!("{name} "))
+        })
         .filter(|line| {
             labels
                 .iter()
