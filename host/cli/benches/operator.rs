@@ -95,7 +95,7 @@ async fn run(objects: usize) {
         .await;
     }
 
-    let operator = ChildOperator::spawn(&namespace);
+    let operator = ChildOperator::spawn(&namespace, &["--leader-election=false"]);
     let address = operator.address;
     let started = Instant::now();
     operator.listening().await;

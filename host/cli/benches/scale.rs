@@ -16,22 +16,18 @@
 //! Run: `cargo bench -p preflight --bench scale` (`BENCH_OBJECTS`, `BENCH_CHECKS` change the counts).
 
 mod child_operator;
+mod cluster_objects;
 #[path = "../../operator/tests/all/operator_support/mod.rs"]
 mod operator_support;
 
 use child_operator::ChildOperator;
-use futures::{StreamExt, stream};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Api;
-use kube::api::ListParams;
+use cluster_objects::{PATIENCE, all_written, crd_gone, create_objects};
 use operator_support::*;
 use preflight_kube_harness::{admin_client, test_namespace};
 use preflight_test_support::{check_bytes, with_custom_section};
-use serde_json::{Value, json};
-use std::net::SocketAddr;
+use serde_json::Value;
 use std::time::{Duration, Instant};
 
-const PATIENCE: Duration = Duration::from_secs(600);
 const CONFIG: &str = r#"{"available": ["postgres-main"]}"#;
 /// How long the converged operator is watched for writes.
 const QUIET: Duration = Duration::from_secs(60);
@@ -58,7 +54,7 @@ async fn run(objects: usize, checks: usize) {
 
     // 1. Gate against no gate.
     let namespace = test_namespace(&client, "scale").await;
-    let operator = ChildOperator::spawn(&namespace);
+    let operator = ChildOperator::spawn(&namespace, &["--leader-election=false"]);
     let address = operator.address;
     operator.listening().await;
     // The component compiled before the first phase, and kept loaded by a check on a kind of its own, so
@@ -117,7 +113,13 @@ async fn run(objects: usize, checks: usize) {
         };
         let right = |condition: &Value| condition["reason"] == reason;
         let elapsed = all_written(
-            &client, &kind, &namespace, address, objects, &right, started,
+            &client,
+            &kind,
+            &namespace,
+            &[address],
+            objects,
+            &right,
+            started,
         )
         .await;
         println!(
@@ -170,7 +172,7 @@ async fn run(objects: usize, checks: usize) {
         )
         .await;
     }
-    let operator = ChildOperator::spawn(&namespace);
+    let operator = ChildOperator::spawn(&namespace, &["--leader-election=false"]);
     let address = operator.address;
     operator.listening().await;
     let started = Instant::now();
@@ -193,7 +195,7 @@ async fn run(objects: usize, checks: usize) {
         &client,
         &kind,
         &namespace,
-        address,
+        &[address],
         objects,
         &every_check,
         started,
@@ -228,96 +230,4 @@ async fn run(objects: usize, checks: usize) {
     );
     drop(operator);
     kind.remove(&client).await;
-}
-
-/// `count` objects that name one available dependency, 32 creations in flight.
-async fn create_objects(client: &kube::Client, kind: &TestKind, namespace: &str, count: usize) {
-    let started = Instant::now();
-    stream::iter(0..count)
-        .for_each_concurrent(32, |index| async move {
-            let spec = json!({"dependsOn": ["postgres-main"]});
-            create_object(client, kind, namespace, &format!("o-{index:05}"), spec, &[]).await;
-        })
-        .await;
-    println!(
-        "created {count} {} objects in {:.1?}",
-        kind.kind,
-        started.elapsed()
-    );
-}
-
-/// The time from `started` until the operator has written `count` conditions on `kind` (its status-write
-/// counter, read every 50 ms: listing 5,000 objects that often would load the API server the operator
-/// shares); then checks, with one list, that every object's condition is `right` (else lists again every
-/// second, and the time until they all are counts).
-async fn all_written(
-    client: &kube::Client,
-    kind: &TestKind,
-    namespace: &str,
-    address: SocketAddr,
-    count: usize,
-    right: &dyn Fn(&Value) -> bool,
-    started: Instant,
-) -> Duration {
-    let gates = kind.gates();
-    loop {
-        let written = metric_at(
-            address,
-            "preflight_status_writes_total",
-            &[("kind", &gates)],
-        )
-        .await;
-        if written >= count as f64 {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "{written} of {count} conditions written"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let mut elapsed = started.elapsed();
-    loop {
-        let list = kind
-            .api(client, namespace)
-            .list(&ListParams::default())
-            .await
-            .unwrap();
-        let carrying = list
-            .items
-            .iter()
-            .filter(|object| {
-                object
-                    .data
-                    .pointer("/status/conditions")
-                    .and_then(|conditions| conditions.as_array())
-                    .is_some_and(|conditions| {
-                        conditions
-                            .iter()
-                            .any(|condition| condition["type"] == "Preflight" && right(condition))
-                    })
-            })
-            .count();
-        if carrying == count {
-            return elapsed;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "{carrying} of {count} objects carry the expected condition"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        elapsed = started.elapsed();
-    }
-}
-
-/// Waits until the API server has deleted the CRD and its objects, so that the next phase does not share
-/// the machine with that clean-up.
-async fn crd_gone(client: &kube::Client, kind: &TestKind) {
-    let name = format!("{}.{}", kind.resource.plural, kind.group);
-    let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    let started = Instant::now();
-    while crds.get_opt(&name).await.unwrap().is_some() {
-        assert!(started.elapsed() < PATIENCE, "CRD {name} still there");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }

@@ -14,20 +14,17 @@ pub struct ChildOperator {
 }
 
 impl ChildOperator {
-    /// `preflight operator` for `namespace`, logging warnings only (`BENCH_OPERATOR_LOG` sets its
-    /// `RUST_LOG`), without leader election.
-    pub fn spawn(namespace: &str) -> Self {
+    /// `preflight operator` for `namespace` with `arguments` (`--leader-election=false`, or
+    /// `--shard-ring NAME --pod-name NAME`), logging warnings only (`BENCH_OPERATOR_LOG` sets its
+    /// `RUST_LOG`).
+    pub fn spawn(namespace: &str, arguments: &[&str]) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         drop(listener);
         let log = std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "warn".into());
         let child = Command::new(env!("CARGO_BIN_EXE_preflight"))
-            .args([
-                "operator",
-                "--namespace",
-                namespace,
-                "--leader-election=false",
-            ])
+            .args(["operator", "--namespace", namespace])
+            .args(arguments)
             .args(["--log-format", "text", "--listen", &address.to_string()])
             .env("KUBECONFIG", kubeconfig())
             .env("RUST_LOG", log)
