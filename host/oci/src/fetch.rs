@@ -86,16 +86,14 @@ pub async fn verify_signatures(
     credentials: &Credentials,
     policy: &SignaturePolicy,
 ) -> Result<(), OciError> {
-    let Some(digest) = reference.digest().filter(|_| !policy.is_empty()) else {
-        return if policy.is_empty() {
-            Ok(())
-        } else {
-            Err(OciError::Unsigned {
-                reference: reference.to_string(),
-                reason: "a signature can only be verified for a reference pinned to a digest"
-                    .into(),
-            })
-        };
+    if policy.is_empty() {
+        return Ok(());
+    }
+    let Some(digest) = reference.digest() else {
+        return Err(OciError::Unsigned {
+            reference: reference.to_string(),
+            reason: "a signature can only be verified for a reference pinned to a digest".into(),
+        });
     };
     let kept = cache.and_then(|cache| cache.signatures(digest));
     if kept.is_some_and(|kept| policy.verify_image(digest, &kept).is_ok()) {

@@ -44,8 +44,8 @@ pub async fn push(args: PushArgs) -> Result<u8, Problem> {
 /// `preflight pull REF -o FILE`: reads a check artifact (digests verified), writes its component.
 pub async fn pull(args: PullArgs) -> Result<u8, Problem> {
     let reference = parse(&args.reference)?;
-    let fetched = fetch(&reference, &args.registry).await?;
     let keys = verification_keys(&args.registry.verify_key)?;
+    let fetched = fetch(&reference, &args.registry, &keys).await?;
     let verified = match keys.as_slice() {
         [] => "no (no --verify-key)".to_owned(),
         keys => format!(
@@ -85,14 +85,16 @@ pub async fn read_check(location: &str, registry: &RegistryArgs) -> Result<Vec<u
         return input::read(std::path::Path::new(location));
     }
     let reference = parse(location)?;
-    Ok(fetch(&reference, registry).await?.pulled.component)
+    let keys = verification_keys(&registry.verify_key)?;
+    Ok(fetch(&reference, registry, &keys).await?.pulled.component)
 }
 
-/// Fetches `reference` through the cache, and verifies its signatures when `--verify-key` asks for them;
-/// a tag served from the cache because the registry failed is said on stderr.
+/// Fetches `reference` through the cache, and verifies that one of `keys` (the `--verify-key` keys; none:
+/// no verification) signed it; a tag served from the cache because the registry failed is said on stderr.
 async fn fetch(
     reference: &CheckReference,
     registry: &RegistryArgs,
+    keys: &[VerificationKey],
 ) -> Result<preflight_oci::Fetched, Problem> {
     let client = registry.registry(reference)?;
     let cache = cache_dir().map(ArtifactCache::new);
@@ -112,7 +114,7 @@ async fn fetch(
         );
     }
     let mut policy = SignaturePolicy::default();
-    policy.require_one_of(verification_keys(&registry.verify_key)?);
+    policy.require_one_of(keys.to_vec());
     preflight_oci::verify_signatures(
         &client,
         cache.as_ref(),

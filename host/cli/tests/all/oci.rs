@@ -27,6 +27,14 @@ fn preflight(home: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Runs `preflight push CHECK TAGGED --registry-ca CA`, which must succeed; returns what it printed.
+fn push_through_private_ca(home: &Path, check: &Path, tagged: &str, ca: &str) -> String {
+    let push = ["push", check.to_str().unwrap(), tagged, "--registry-ca", ca];
+    let (status, pushed, stderr) = preflight(home, &push);
+    assert_eq!(status, 0, "{stderr}");
+    pushed
+}
+
 /// The value of `field` in `preflight push`/`pull`'s text output.
 fn field<'a>(output: &'a str, field: &str) -> &'a str {
     output
@@ -46,17 +54,7 @@ fn a_check_pushed_pulled_and_run_through_a_registry_and_read_and_written_by_oras
     let ca = ca.to_str().unwrap();
     let tagged = format!("oci://{}/checks/dependency-ready:1.0", registry.host());
 
-    let (status, pushed, stderr) = preflight(
-        home.path(),
-        &[
-            "push",
-            check.to_str().unwrap(),
-            &tagged,
-            "--registry-ca",
-            ca,
-        ],
-    );
-    assert_eq!(status, 0, "{stderr}");
+    let pushed = push_through_private_ca(home.path(), &check, &tagged, ca);
     let digest = field(&pushed, "digest");
     let pinned = field(&pushed, "pinned");
     assert_eq!(
@@ -213,17 +211,7 @@ fn pull_and_run_with_a_verify_key_take_only_a_check_cosign_signed_for_its_digest
     let (our_key, their_key) = (ours.public_key_file(), theirs.public_key_file());
     let (our_key, their_key) = (our_key.to_str().unwrap(), their_key.to_str().unwrap());
     let tagged = format!("oci://{}/checks/signed:1.0", registry.host());
-    let (status, pushed, stderr) = preflight(
-        home.path(),
-        &[
-            "push",
-            check.to_str().unwrap(),
-            &tagged,
-            "--registry-ca",
-            ca,
-        ],
-    );
-    assert_eq!(status, 0, "{stderr}");
+    let pushed = push_through_private_ca(home.path(), &check, &tagged, ca);
     let pinned = field(&pushed, "pinned").to_owned();
     let to = home.path().join("pulled.wasm");
     let pull = |reference: &str, key: &str| {
