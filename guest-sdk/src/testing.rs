@@ -37,6 +37,26 @@ where
     runtime::decode_and_call(object.to_owned(), config, target, now, function)
 }
 
+/// Calls `function` on an object and a configuration already decoded into its types, with no JSON at all:
+/// what the check costs compiled into an operator whose cache holds typed objects (a kube-rs reflector).
+/// There is no text, so the request's [`Request::raw_object`] is empty.
+pub fn call<T, C, R: IntoOutcome>(
+    function: fn(Request<T, C>) -> R,
+    object: T,
+    config: C,
+    target: Target,
+    now: SystemTime,
+) -> Outcome {
+    function(Request {
+        object,
+        config,
+        target,
+        now,
+        raw_object: String::new(),
+    })
+    .into_outcome()
+}
+
 /// The identity of `object` read from its apiVersion, kind and metadata, by the rule the host uses.
 fn target_of(object: &str) -> Target {
     Target::of_object(&serde_json::from_str(object).unwrap_or_default())

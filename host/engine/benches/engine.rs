@@ -26,32 +26,22 @@
 //!
 //! Run: `cargo bench -p preflight-engine --bench engine` (set `BENCH_SAMPLES` to change the sample count).
 
+mod fixtures;
+
 use bytes::Bytes;
+use fixtures::*;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{Client, connect::HttpConnector};
-use preflight_engine::{Check, Engine, EngineConfig, Isolation, Limits, Request, Target};
+use preflight_engine::{Engine, EngineConfig, Isolation};
 use preflight_test_support::check_bytes;
 use serde_json::{Value, json};
-use std::future::Future;
 use std::hint::black_box;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-const CONFIG: &str = r#"{"available":["postgres-main","redis"],"retryAfterSeconds":600}"#;
-const IN_FLIGHT: u32 = 64;
 /// Blocks per row: the contenders take turns this many times.
 const ROUNDS: u32 = 50;
-/// A reused instance serves this many evaluations (the ConfigMap's default).
-const MAX_USES: u32 = Isolation::DEFAULT_MAX_USES;
-
-/// One evaluation by one contender, as a task can run it.
-type Once = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
-
-/// The native hook: the check's crate called on the object's JSON.
-type Native = Arc<dyn Fn() + Send + Sync>;
 
 fn main() {
     let samples: u32 = std::env::var("BENCH_SAMPLES")
@@ -131,75 +121,6 @@ fn main() {
     for (figure, measured, goal) in goals {
         println!("| {figure} | {measured:.2} | {goal} |");
     }
-}
-
-fn reuse() -> Isolation {
-    Isolation::Reuse { max_uses: MAX_USES }
-}
-
-/// Evaluations of `check` on `object` through the engine: the whole object, or its projection made per
-/// evaluation from the parsed object (as the operator does).
-fn engine_contender(
-    engine: &Arc<Engine>,
-    check: &Arc<Check>,
-    object: &Value,
-    projected: bool,
-    isolation: Isolation,
-) -> Once {
-    let (engine, check) = (Arc::clone(engine), Arc::clone(check));
-    let object = Arc::new(object.clone());
-    let whole = Arc::new(object.to_string());
-    let target = Target::of_object(&object);
-    let limits = Limits {
-        isolation,
-        ..Limits::default()
-    };
-    // The first answer proves the contender runs the check.
-    let once: Once = Arc::new(move || {
-        let (engine, check, object, whole, target) = (
-            Arc::clone(&engine),
-            Arc::clone(&check),
-            Arc::clone(&object),
-            Arc::clone(&whole),
-            target.clone(),
-        );
-        Box::pin(async move {
-            let request = Request {
-                object: if projected {
-                    check.input(&object)
-                } else {
-                    String::clone(&whole)
-                },
-                config: CONFIG.to_owned(),
-                target,
-                now: SystemTime::now(),
-            };
-            let evaluation = engine.evaluate(&check, &request, &limits).await;
-            black_box(evaluation.outcome.expect("the check runs on the fixture"));
-        })
-    });
-    once
-}
-
-fn native_hook(text: &str) -> Native {
-    let text = text.to_owned();
-    assert_eq!(
-        guest_target(&Target::of_object(&serde_json::from_str(&text).unwrap())),
-        fixture_target()
-    );
-    Arc::new(move || {
-        let outcome = preflight_guest::testing::evaluate_target(
-            dependency_ready::check,
-            black_box(&text),
-            CONFIG,
-            fixture_target(),
-            SystemTime::now(),
-        );
-        assert!(
-            outcome.is_proceed(),
-            "the native check proceeds on the fixture"
-        );
-    })
 }
 
 /// The same native check behind HTTP on a loopback port, and a keep-alive client for it.
@@ -283,13 +204,6 @@ struct Row {
 }
 
 impl Row {
-    /// Median over rounds of `a`'s p50 divided by `b`'s p50 in the same round.
-    fn paired(a: &[f64], b: &[f64]) -> f64 {
-        let mut ratios: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
-        ratios.sort_by(f64::total_cmp);
-        ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN)
-    }
-
     fn print(&self, label: &str, contenders: &[(&str, Once)]) {
         if let Some((latency, _, rate)) = &self.native {
             println!(
@@ -303,7 +217,7 @@ impl Row {
                 .native
                 .as_ref()
                 .map_or(String::new(), |(_, native, _)| {
-                    format!("{:.2}x", Self::paired(p50s, native))
+                    format!("{:.2}x", paired(p50s, native))
                 });
             println!(
                 "| {label} | {name} | {:.2?} | {:.2?} | {ratio} | {rate:.0} |",
@@ -326,27 +240,27 @@ impl Row {
         vec![
             (
                 "engine, projected, p50 ÷ native p50",
-                Self::paired(&projected.1, native),
+                paired(&projected.1, native),
                 "≤ 1.0",
             ),
             (
                 "engine, projected + reuse, p50 ÷ native p50",
-                Self::paired(&projected_reuse.1, native),
+                paired(&projected_reuse.1, native),
                 "≤ 1.0",
             ),
             (
                 "engine, whole object, p50 ÷ native p50",
-                Self::paired(&whole.1, native),
+                paired(&whole.1, native),
                 "≤ 3.0",
             ),
             (
                 "engine, reuse, p50 ÷ native p50",
-                Self::paired(&reuse.1, native),
+                paired(&reuse.1, native),
                 "≤ 1.5",
             ),
             (
                 "webhook p50 ÷ engine (whole object) p50",
-                Self::paired(&webhook.1, &whole.1),
+                paired(&webhook.1, &whole.1),
                 "≥ 10",
             ),
             (
@@ -379,32 +293,12 @@ fn measure(
     // evaluations in flight would start on pool slots still queued for decommit.
     for _ in 0..ROUNDS {
         if let (Some(run), Some((latency, p50s, _))) = (native, native_row.as_mut()) {
-            let mut timed = histogram();
-            (0..block / 10).for_each(|_| run());
-            for _ in 0..block {
-                let started = Instant::now();
-                run();
-                timed.record(elapsed(started)).unwrap();
-            }
+            let timed = time_native(run, block);
             p50s.push(p(&timed, 0.5).as_secs_f64());
             latency.add(&timed).unwrap();
         }
         for ((_, once), (latency, p50s, _)) in contenders.iter().zip(&mut rows) {
-            let once = Arc::clone(once);
-            let timed = runtime
-                .block_on(runtime.spawn(async move {
-                    for _ in 0..block / 10 {
-                        once().await;
-                    }
-                    let mut timed = histogram();
-                    for _ in 0..block {
-                        let started = Instant::now();
-                        once().await;
-                        timed.record(elapsed(started)).unwrap();
-                    }
-                    timed
-                }))
-                .unwrap();
+            let timed = time_task(runtime, once, block);
             p50s.push(p(&timed, 0.5).as_secs_f64());
             latency.add(&timed).unwrap();
         }
@@ -414,13 +308,7 @@ fn measure(
     let mut times = vec![Duration::ZERO; contenders.len()];
     for _ in 0..ROUNDS {
         if let Some(run) = native {
-            let started = Instant::now();
-            std::thread::scope(|scope| {
-                for _ in 0..2 {
-                    scope.spawn(|| (0..total / 2).for_each(|_| run()));
-                }
-            });
-            native_time += started.elapsed();
+            native_time += on_two_threads(run, total);
         }
         for ((_, once), time) in contenders.iter().zip(&mut times) {
             *time += runtime.block_on(in_flight(once, total));
@@ -437,105 +325,4 @@ fn measure(
         native: native_row,
         contenders: rows,
     }
-}
-
-/// The wall time of `total` runs of `once` with [`IN_FLIGHT`] tasks pulling from a shared counter.
-async fn in_flight(once: &Once, total: u32) -> Duration {
-    let remaining = Arc::new(AtomicU32::new(total));
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..IN_FLIGHT)
-        .map(|_| {
-            let (once, remaining) = (Arc::clone(once), Arc::clone(&remaining));
-            tokio::spawn(async move {
-                while remaining
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
-                        left.checked_sub(1)
-                    })
-                    .is_ok()
-                {
-                    once().await;
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    started.elapsed()
-}
-
-/// The identity of every fixture object (`realistic_object`).
-fn fixture_target() -> preflight_guest::Target {
-    preflight_guest::Target {
-        group: "apps.example.com".to_owned(),
-        version: "v1".to_owned(),
-        kind: "App".to_owned(),
-        namespace: Some("shop".to_owned()),
-        name: "checkout".to_owned(),
-    }
-}
-
-fn guest_target(target: &Target) -> preflight_guest::Target {
-    preflight_guest::Target {
-        group: target.group.clone(),
-        version: target.version.clone(),
-        kind: target.kind.clone(),
-        namespace: target.namespace.clone(),
-        name: target.name.clone(),
-    }
-}
-
-fn elapsed(started: Instant) -> u64 {
-    started.elapsed().as_nanos() as u64
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new(3).unwrap()
-}
-
-fn p(histogram: &Histogram<u64>, quantile: f64) -> Duration {
-    Duration::from_nanos(histogram.value_at_quantile(quantile))
-}
-
-/// A custom resource shaped like real ones (metadata with labels, annotations including a
-/// last-applied-configuration, managedFields; a spec with a list of components; a status with conditions),
-/// padded with spec components to about `bytes`.
-fn realistic_object(bytes: usize) -> String {
-    let component = |index: usize| {
-        json!({
-            "name": format!("component-{index}"),
-            "image": format!("registry.example.com/shop/component-{index}:v1.{index}.0"),
-            "replicas": 1 + index % 3,
-            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
-            "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "REGION", "value": "eu-west-1"}],
-        })
-    };
-    let mut object = json!({
-        "apiVersion": "apps.example.com/v1",
-        "kind": "App",
-        "metadata": {
-            "name": "checkout",
-            "namespace": "shop",
-            "uid": "6f1c1d2e-8a47-4d0b-9c55-1f2e3d4c5b6a",
-            "resourceVersion": "184467",
-            "generation": 7,
-            "creationTimestamp": "2026-11-30T10:00:00Z",
-            "labels": {"app.kubernetes.io/name": "checkout", "app.kubernetes.io/part-of": "shop", "team": "payments"},
-            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"apiVersion\":\"apps.example.com/v1\",\"kind\":\"App\",\"metadata\":{\"name\":\"checkout\",\"namespace\":\"shop\"},\"spec\":{\"dependsOn\":[\"postgres-main\"]}}"},
-            "managedFields": [{"apiVersion": "apps.example.com/v1", "fieldsType": "FieldsV1", "manager": "kubectl", "operation": "Apply",
-                "time": "2026-11-30T10:00:00Z", "fieldsV1": {"f:spec": {"f:dependsOn": {}, "f:components": {}}}}],
-        },
-        "spec": {"dependsOn": ["postgres-main", "redis"], "components": []},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled", "message": "all components are running",
-            "lastTransitionTime": "2026-11-30T10:05:00Z", "observedGeneration": 7}]},
-    });
-    let mut index = 0;
-    while object.to_string().len() < bytes {
-        object["spec"]["components"]
-            .as_array_mut()
-            .unwrap()
-            .push(component(index));
-        index += 1;
-    }
-    object.to_string()
 }

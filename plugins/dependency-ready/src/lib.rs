@@ -16,7 +16,7 @@ use serde::Deserialize;
 use std::time::Duration;
 
 /// The part of the object's spec this check reads.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Spec {
     /// Names of the dependencies the object needs before it can be reconciled.
@@ -25,7 +25,7 @@ pub struct Spec {
 }
 
 /// The check's configuration.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Config {
     /// Dependencies that are available now.
@@ -106,6 +106,42 @@ mod tests {
         );
         assert!(outcome.is_proceed());
         assert_eq!(outcome.delay(), None);
+    }
+
+    #[test]
+    fn a_typed_object_gives_the_same_verdicts_with_no_json() {
+        let typed = |depends_on: &[&str]| Object {
+            api_version: "example.com/v1".to_owned(),
+            kind: "App".to_owned(),
+            metadata: Default::default(),
+            spec: Spec {
+                depends_on: depends_on.iter().map(|name| name.to_string()).collect(),
+            },
+        };
+        let config = Config {
+            available: vec!["db".to_owned()],
+            ..Config::default()
+        };
+        let target = preflight_guest::Target {
+            group: "example.com".to_owned(),
+            version: "v1".to_owned(),
+            kind: "App".to_owned(),
+            namespace: Some("default".to_owned()),
+            name: "a".to_owned(),
+        };
+        let call = |object| {
+            preflight_guest::testing::call(
+                check,
+                object,
+                config.clone(),
+                target.clone(),
+                SystemTime::now(),
+            )
+        };
+        assert!(call(typed(&["db"])).is_proceed());
+        let waiting = call(typed(&["db", "queue"]));
+        assert_eq!(waiting.reason(), "DependencyMissing");
+        assert!(waiting.message().contains("queue"));
     }
 
     #[test]
