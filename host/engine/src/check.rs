@@ -12,6 +12,8 @@ pub struct Check {
     pub(crate) contract: Contract,
     info: CheckInfo,
     projection: Option<Projection>,
+    /// Evaluation slots of the engine's pool one instance takes (see `Footprint`).
+    pub(crate) slots: u32,
 }
 
 /// A check pre-instantiated with the bindings of its contract version.
@@ -65,7 +67,13 @@ impl Check {
                 reads: projection.as_ref().map(|p| p.declared().to_vec()),
             },
             projection,
+            slots: 1,
         }
+    }
+
+    /// The same check, taking `slots` evaluation slots per instance.
+    pub(crate) fn taking_slots(self, slots: u32) -> Self {
+        Self { slots, ..self }
     }
 
     /// The check's identity and interface.

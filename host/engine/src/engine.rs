@@ -9,6 +9,7 @@ use crate::digest::Digest;
 use crate::disk_cache::DiskCache;
 use crate::error::{ComponentProblem, Error};
 use crate::failure::{DeadlineExceeded, classify, hostcall_budget, within};
+use crate::footprint::{Footprint, SlotShare};
 use crate::guest_state::GuestState;
 use crate::imports;
 use crate::instance::Bound;
@@ -33,6 +34,8 @@ use wasmtime::{
 
 /// Most core module instances one check may have.
 const MAX_CORE_INSTANCES_PER_CHECK: u32 = 64;
+/// Tables the pool holds per evaluation slot.
+const TABLES_PER_SLOT: u32 = 4;
 /// How the engine is sized. The defaults fit an operator on a small node.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -67,6 +70,9 @@ pub struct Engine {
     linker: Linker<GuestState>,
     /// One permit per evaluation the pooling allocator has room for (idle reused instances keep theirs).
     slots: Arc<tokio::sync::Semaphore>,
+    /// What the pool holds per slot, and how many slots: a check takes as many as its footprint fills.
+    slot_share: SlotShare,
+    pool_slots: u32,
     /// Idle instances of checks whose isolation is [`Isolation::Reuse`].
     warm: WarmPool,
     max_memory_bytes: usize,
@@ -135,14 +141,21 @@ impl Engine {
     /// Configures wasmtime (component model, pooling allocator, epoch interruption) and starts the epoch ticker.
     pub fn new(config: EngineConfig) -> Result<Self, Error> {
         let slots = config.max_concurrent_evaluations.max(1);
+        // A Rust check has 3 core instances; componentize-py's output has 38 (CPython, its libc, the WASI
+        // stubs and the adapters between them), so a pool sized for one evaluation still runs one. A check
+        // that needs more than a slot's share takes several slots (`Footprint`).
+        let core_instances = (slots * 8).max(MAX_CORE_INSTANCES_PER_CHECK);
+        let slot_share = SlotShare {
+            core_instances: core_instances / slots,
+            memories: config.memories_per_evaluation.max(1),
+            tables: TABLES_PER_SLOT,
+        };
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(slots)
-            // A Rust check has 3 core instances; componentize-py's output has 38 (CPython, its libc, the
-            // WASI stubs and the adapters between them), so a pool sized for one evaluation still runs one.
-            .total_core_instances((slots * 8).max(MAX_CORE_INSTANCES_PER_CHECK))
+            .total_core_instances(core_instances)
             .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_CHECK)
-            .total_memories(slots * config.memories_per_evaluation.max(1))
-            .total_tables(slots * 4)
+            .total_memories(slots * slot_share.memories)
+            .total_tables(slots * TABLES_PER_SLOT)
             .total_stacks(slots)
             .max_memory_size(config.max_memory_bytes)
             // Reuse of pool slots dominates the cost of a fresh instance under load: keep a little memory
@@ -173,6 +186,8 @@ impl Engine {
             engine,
             linker,
             slots: Arc::new(tokio::sync::Semaphore::new(slots as usize)),
+            slot_share,
+            pool_slots: slots,
             warm: WarmPool::new((slots as usize / 2).max(1)),
             max_memory_bytes: config.max_memory_bytes,
             loaded: Mutex::new(HashMap::new()),
@@ -209,6 +224,7 @@ impl Engine {
         let contract_version = interface.check_contract(&component, &self.engine)?;
         // After compiling: bytes that are not a component at all are told so, not that a section is unreadable.
         let projection = Projection::declared_in(bytes)?;
+        let slots = Footprint::of(bytes, &component).slots(self.slot_share, self.pool_slots);
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|error| {
             Error::invalid_because(
                 ComponentProblem::Imports,
@@ -245,15 +261,18 @@ impl Engine {
                 validate_config,
             }
         };
-        let check = Arc::new(Check::new(
-            contract,
-            digest,
-            bytes.len(),
-            &contract_version,
-            interface.imports,
-            interface.exports,
-            projection,
-        ));
+        let check = Arc::new(
+            Check::new(
+                contract,
+                digest,
+                bytes.len(),
+                &contract_version,
+                interface.imports,
+                interface.exports,
+                projection,
+            )
+            .taking_slots(slots),
+        );
         let mut loaded = self.loaded();
         loaded.retain(|_, check| check.strong_count() > 0);
         loaded.insert(digest, Arc::downgrade(&check));
@@ -289,7 +308,7 @@ impl Engine {
                 .evaluate_reusing(check, request, limits, grants, max_uses)
                 .await;
         }
-        let _slot = self.slot().await;
+        let _slot = self.slot(check).await;
         let started = Instant::now();
         let mut store = self.new_store(request, limits, grants);
         let deadline = arm(&mut store, limits, started);
@@ -329,7 +348,7 @@ impl Engine {
                 (warm.store, Some(warm.bound), warm.uses, warm.slot)
             }
             None => {
-                let slot = self.slot().await;
+                let slot = self.slot(check).await;
                 (self.new_store(request, limits, grants), None, 0, slot)
             }
         };
@@ -374,18 +393,23 @@ impl Engine {
         evaluation
     }
 
-    /// A pool slot for one evaluation. When none is free, an idle reused instance is retired to make
+    /// The pool slots for one evaluation of `check` (one, or more for a check whose instance needs more
+    /// than a slot's share of the pool). When they are not free, an idle reused instance is retired to make
     /// room before waiting. (The semaphore is never closed, so acquiring only waits.)
-    async fn slot(&self) -> Option<OwnedSemaphorePermit> {
-        if let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() {
+    async fn slot(&self, check: &Check) -> Option<OwnedSemaphorePermit> {
+        let needed = check.slots;
+        if let Ok(slot) = Arc::clone(&self.slots).try_acquire_many_owned(needed) {
             return Some(slot);
         }
         if self.warm.evict_one()
-            && let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned()
+            && let Ok(slot) = Arc::clone(&self.slots).try_acquire_many_owned(needed)
         {
             return Some(slot);
         }
-        Arc::clone(&self.slots).acquire_owned().await.ok()
+        Arc::clone(&self.slots)
+            .acquire_many_owned(needed)
+            .await
+            .ok()
     }
 
     /// Calls the check's `configure.validate-config` on `config` (JSON), in a fresh instance under `limits`
@@ -405,7 +429,7 @@ impl Engine {
         else {
             return Ok(());
         };
-        let _slot = self.slot().await;
+        let _slot = self.slot(check).await;
         let started = Instant::now();
         let request = Request {
             object: String::new(),

@@ -24,6 +24,7 @@ mod disk_cache;
 mod engine;
 mod error;
 mod failure;
+mod footprint;
 mod guest_state;
 mod http_cache;
 mod http_policy;

@@ -8,5 +8,6 @@ mod disk_cache;
 mod examples;
 mod hostile;
 mod load;
+mod pool;
 mod projection;
 mod reuse;
