@@ -394,20 +394,20 @@ impl Engine {
     }
 
     /// The pool slots for one evaluation of `check` (one, or more for a check whose instance needs more
-    /// than a slot's share of the pool). When they are not free, an idle reused instance is retired to make
-    /// room before waiting. (The semaphore is never closed, so acquiring only waits.)
+    /// than a slot's share of the pool). When they are not free, idle reused instances are retired, one at
+    /// a time, to make room before waiting: idle instances never keep an evaluation waiting. (The semaphore
+    /// is never closed, so acquiring only waits.)
     async fn slot(&self, check: &Check) -> Option<OwnedSemaphorePermit> {
-        let needed = check.slots;
-        if let Ok(slot) = Arc::clone(&self.slots).try_acquire_many_owned(needed) {
-            return Some(slot);
-        }
-        if self.warm.evict_one()
-            && let Ok(slot) = Arc::clone(&self.slots).try_acquire_many_owned(needed)
-        {
-            return Some(slot);
+        loop {
+            if let Ok(slot) = Arc::clone(&self.slots).try_acquire_many_owned(check.slots) {
+                return Some(slot);
+            }
+            if !self.warm.evict_one() {
+                break;
+            }
         }
         Arc::clone(&self.slots)
-            .acquire_many_owned(needed)
+            .acquire_many_owned(check.slots)
             .await
             .ok()
     }
