@@ -29,12 +29,29 @@
 //! preflight_guest::check!(check);
 //! ```
 //!
-//! Build with `cargo build --target wasm32-wasip2 --release` and run the result with
-//! `preflight run --check target/wasm32-wasip2/release/my_check.wasm --object object.yaml`.
+//! Build with `cargo build --target wasm32-unknown-unknown --release`, with rustc's `wasm-component-ld` as
+//! that target's linker in `.cargo/config.toml` (`preflight scaffold rust` writes it), and run the result
+//! with `preflight run --check target/wasm32-unknown-unknown/release/my_check.wasm --object object.yaml`.
+//! On that target the check imports nothing but the contract, and its heap (talc) starts in the memory the
+//! instance already has: the leanest and fastest fresh instance. A check that calls WASI itself (files,
+//! clocks, environment) builds for `wasm32-wasip2` instead.
 //! On the host's own target the same function can be unit-tested with [`testing::evaluate`].
 
 #![warn(missing_docs)]
 
+#[cfg(preflight_core_module_build)]
+compile_error!(
+    "wasm32-unknown-unknown links a core module, not a component, unless the linker is wasm-component-ld \
+     (it ships with rustc): add to .cargo/config.toml\n\n[target.wasm32-unknown-unknown]\nlinker = \"wasm-component-ld\""
+);
+
+#[cfg(all(
+    feature = "allocator",
+    target_arch = "wasm32",
+    target_os = "unknown",
+    not(target_feature = "atomics")
+))]
+mod allocator;
 pub mod cluster;
 pub mod http;
 mod jitter;

@@ -26,8 +26,9 @@ pub(crate) fn check_header(bytes: &[u8]) -> Result<(), Error> {
     }
     if bytes[4..8] == CORE_MODULE_HEADER {
         return invalid(
-            "this is a core WebAssembly module, not a component: build for the wasm32-wasip2 target \
-             (or wrap it with `wasm-tools component new`)"
+            "this is a core WebAssembly module, not a component: a Rust check built for \
+             wasm32-unknown-unknown needs `linker = \"wasm-component-ld\"` for that target in \
+             .cargo/config.toml (or build for wasm32-wasip2, or wrap it with `wasm-tools component new`)"
                 .to_owned(),
         );
     }

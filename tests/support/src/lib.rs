@@ -1,7 +1,9 @@
 //! Test helpers shared by the host's tests and benchmarks.
 //!
-//! [`build_check`] builds a check crate of this workspace for `wasm32-wasip2` with the real toolchain, once
-//! per test process, and returns the component's path. The build uses its own target directory (beside the
+//! [`build_check`] builds a check crate of this workspace with the real toolchain (for
+//! `wasm32-unknown-unknown`, which the repository's `.cargo/config.toml` links with wasm-component-ld; the
+//! hostile checks that use WASI for `wasm32-wasip2`), once per test process, and returns the component's
+//! path. The build uses its own target directory (beside the
 //! workspace's) so that it never waits on the lock of the `cargo test` that runs it. [`LoopbackServer`]
 //! stands in for an external HTTP system on a loopback port; [`LoopbackProxy`] is a connection a test can
 //! cut; [`TestRegistry`] is a real OCI registry.
@@ -45,11 +47,30 @@ pub fn wasm_target_dir() -> PathBuf {
     base.join("wasm-checks")
 }
 
-/// Builds `package` (a crate of this workspace) as a component and returns the path of the `.wasm`.
+/// The checks that reach for WASI on purpose (files, sockets, clocks, exit: what a hostile check tries):
+/// built for `wasm32-wasip2`, whose std calls WASI. Every other check builds as the SDK recommends.
+const WASI_CHECKS: [&str; 2] = ["ambient-authority", "misbehave"];
+
+/// Builds `package` (a crate of this workspace) as a component and returns the path of the `.wasm`: for
+/// `wasm32-unknown-unknown`, or `wasm32-wasip2` for the checks that use WASI.
 ///
 /// Panics with cargo's output when the build fails: a test cannot go on without its check.
 pub fn build_check(package: &str) -> PathBuf {
-    once(&format!("package/{package}"), || {
+    if WASI_CHECKS.contains(&package) {
+        build_wasip2_check(package)
+    } else {
+        build_for(package, "wasm32-unknown-unknown")
+    }
+}
+
+/// Builds `package` for `wasm32-wasip2`, the target whose std calls WASI: what a check that uses WASI
+/// builds for, and the shape every Rust check had before the SDK moved to `wasm32-unknown-unknown`.
+pub fn build_wasip2_check(package: &str) -> PathBuf {
+    build_for(package, "wasm32-wasip2")
+}
+
+fn build_for(package: &str, target: &str) -> PathBuf {
+    once(&format!("package/{package}/{target}"), || {
         let target_dir = wasm_target_dir();
         let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(workspace_root())
@@ -57,7 +78,7 @@ pub fn build_check(package: &str) -> PathBuf {
                 "build",
                 "--quiet",
                 "--target",
-                "wasm32-wasip2",
+                target,
                 "--profile",
                 "wasm",
                 "--package",
@@ -69,11 +90,12 @@ pub fn build_check(package: &str) -> PathBuf {
             .expect("cargo runs");
         assert!(
             output.status.success(),
-            "building {package} for wasm32-wasip2 failed:\n{}",
+            "building {package} for {target} failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
         let path = target_dir
-            .join("wasm32-wasip2/wasm")
+            .join(target)
+            .join("wasm")
             .join(format!("{}.wasm", package.replace('-', "_")));
         assert!(
             path.exists(),

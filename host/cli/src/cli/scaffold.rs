@@ -32,6 +32,8 @@ static CONTRACT: &str = include_str!("../../../../wit/v0.2/preflight.wit");
 /// The Rust SDK's sources (`preflight-guest`) and those of the object-identity crate it uses.
 static RUST_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/src");
 static IDENTITY_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/identity/src");
+/// The Rust SDK's build script (it refuses a build that would link a core module).
+static RUST_SDK_BUILD: &str = include_str!("../../../../guest-sdk/build.rs");
 /// The manifests of the copied Rust SDK: the workspace's settings written out, since the copy has none.
 const RUST_SDK_MANIFEST: &str = concat!(
     "[package]\nname = \"preflight-guest\"\nversion = \"",
@@ -40,7 +42,10 @@ const RUST_SDK_MANIFEST: &str = concat!(
      wit-bindgen = { version = \"0.61\", default-features = false, features = [\"macros\", \"realloc\"] }\n\
      serde = { version = \"1\", features = [\"derive\"] }\nserde_json = \"1\"\n\
      preflight-object-identity = { path = \"identity\" }\n\n\
-     [target.'cfg(target_arch = \"wasm32\")'.dependencies]\nwasip2 = \"1\"\n"
+     [features]\ndefault = [\"allocator\"]\nallocator = [\"dep:talc\"]\n\n\
+     [target.'cfg(target_arch = \"wasm32\")'.dependencies]\nwasip2 = \"1\"\n\n\
+     [target.'cfg(all(target_arch = \"wasm32\", target_os = \"unknown\"))'.dependencies]\n\
+     talc = { version = \"5.1\", optional = true }\n"
 );
 const IDENTITY_MANIFEST: &str = concat!(
     "[package]\nname = \"preflight-object-identity\"\nversion = \"",
@@ -141,6 +146,7 @@ pub fn scaffold(args: ScaffoldArgs) -> Result<(), Problem> {
                 &sdk.join("guest-sdk/Cargo.toml"),
                 RUST_SDK_MANIFEST.as_bytes(),
             )?;
+            write(&sdk.join("guest-sdk/build.rs"), RUST_SDK_BUILD.as_bytes())?;
             write_dir(
                 &IDENTITY_SDK,
                 &sdk.join("guest-sdk/identity/src"),

@@ -568,8 +568,13 @@ fn pack_writes_one_config_map_or_parts_and_refuses_what_is_not_a_check() {
     assert_eq!(check_map["data"]["parts"], part_maps.len().to_string());
     assert!(part_maps.iter().all(|part| part["immutable"] == true));
 
-    let (status, _) = preflight(&[&base[..], &["--max-part-size", "1KiB"]].concat());
-    assert_eq!(status, 2, "too large even in parts");
+    let (status, refused) =
+        preflight_with_stderr(&[&base[..], &["--max-part-size", "256B"]].concat());
+    assert_eq!(status, 2, "too large even in parts: {refused}");
+    assert!(
+        refused.contains("more than 64 parts of 256 bytes"),
+        "{refused}"
+    );
 
     let not_a_check = std::env::temp_dir().join(format!("not-a-check-{}.wasm", std::process::id()));
     std::fs::write(&not_a_check, b"hello").unwrap();

@@ -102,7 +102,8 @@ fn said(output: &Output) -> String {
 fn built_check() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let build = "cargo build --target wasm32-wasip2 --profile wasm -p dependency-ready";
+        let build =
+            "cargo build --target wasm32-unknown-unknown --profile wasm -p dependency-ready";
         assert!(readme().contains(&format!("`{build}`")), "step 2 changed");
         let output = shell(build);
         assert!(output.status.success(), "{}", said(&output));

@@ -207,3 +207,38 @@ async fn idle_instances_give_way_to_fresh_evaluations() {
         ("1", "1")
     );
 }
+
+/// The SDK's allocator frees (src/allocator.rs in the guest SDK): an instance reused for many evaluations of
+/// a 256 KiB object, each parsing it anew (the conformance check reads the whole object), stays within a
+/// memory limit that an allocator which never freed would pass within a few evaluations.
+#[tokio::test]
+async fn a_reused_rust_check_frees_what_each_evaluation_allocated() {
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let check = engine.load(&check_bytes("conformance")).unwrap();
+    const EVALUATIONS: u32 = 40;
+    let limits = Limits {
+        memory_bytes: 8 << 20,
+        ..limits(Isolation::Reuse {
+            max_uses: EVALUATIONS,
+        })
+    };
+    let mut request = probe("count", "a", "{}");
+    let padding = "x".repeat(256 << 10);
+    request.object = request.object.replacen(
+        r#""namespace":"a"}"#,
+        &format!(r#""namespace":"a","annotations":{{"example.com/padding":"{padding}"}}}}"#),
+        1,
+    );
+    assert!(
+        request.object.contains(&padding),
+        "the object carries its padding"
+    );
+    for evaluation in 1..=EVALUATIONS {
+        let result = engine.evaluate(&check, &request, &limits).await;
+        assert_eq!(
+            output(&result, "calls"),
+            evaluation.to_string(),
+            "one instance serves every evaluation"
+        );
+    }
+}
