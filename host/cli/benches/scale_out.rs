@@ -16,15 +16,17 @@ mod cluster_objects;
 mod operator_support;
 
 use child_operator::ChildOperator;
-use cluster_objects::{PATIENCE, all_written, crd_gone, create_objects};
+use cluster_objects::{PATIENCE, all_written, crd_gone, create_objects, ship_packed};
 use operator_support::*;
 use preflight_kube_harness::{admin_client, test_namespace};
-use preflight_operator::{DEFAULT_PART_BYTES, Package, pack};
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-const CONFIG: &str = r#"{"available": ["postgres-main"]}"#;
+/// The check's settings: the dependency every object names is available; a CPython start may take a while.
+const DATA: &[(&str, &str)] = &[
+    ("config", r#"{"available": ["postgres-main"]}"#),
+    ("timeout", "5s"),
+];
 
 fn main() {
     let objects = std::env::var("BENCH_OBJECTS")
@@ -42,31 +44,6 @@ fn main() {
         .build()
         .unwrap()
         .block_on(run(objects, &replicas));
-}
-
-/// The check ConfigMaps (parts, then the check) of the Python check gating `gates` in `namespace`.
-fn shipped(component: &[u8], namespace: &str, gates: &str) -> Vec<Value> {
-    let data = BTreeMap::from([
-        ("config".to_owned(), CONFIG.to_owned()),
-        ("timeout".to_owned(), "5s".to_owned()),
-    ]);
-    let maps = pack(&Package {
-        component,
-        name: "deps-python",
-        namespace,
-        gates,
-        data,
-        max_part_bytes: DEFAULT_PART_BYTES,
-    })
-    .unwrap();
-    maps.iter()
-        .map(|config_map| {
-            let mut value = serde_json::to_value(config_map).unwrap();
-            value["apiVersion"] = "v1".into();
-            value["kind"] = "ConfigMap".into();
-            value
-        })
-        .collect()
 }
 
 /// Starts `count` replicas of ring `bench` in `namespace`, sharing the compiled-check cache `cache`, and
@@ -113,9 +90,15 @@ async fn run(objects: usize, phases: &[usize]) {
     let namespace = test_namespace(&client, "scaleout-warm").await;
     let warm = install_kind(&client, &namespace, "Warm", true).await;
     let replicas = ring(&namespace, 1, &cache).await;
-    for config_map in shipped(&component, &namespace, &warm.gates()) {
-        apply(&client, config_map).await;
-    }
+    ship_packed(
+        &client,
+        &component,
+        "deps-python",
+        &namespace,
+        &warm.gates(),
+        DATA,
+    )
+    .await;
     let started = Instant::now();
     while metric_at(
         replicas[0].address,
@@ -145,9 +128,15 @@ async fn run(objects: usize, phases: &[usize]) {
         create_objects(&client, &kind, &namespace, objects).await;
         let replicas = ring(&namespace, count, &cache).await;
         let accepted = Instant::now();
-        for config_map in shipped(&component, &namespace, &kind.gates()) {
-            apply(&client, config_map).await;
-        }
+        ship_packed(
+            &client,
+            &component,
+            "deps-python",
+            &namespace,
+            &kind.gates(),
+            DATA,
+        )
+        .await;
         let applied = accepted.elapsed();
         let started = Instant::now();
         let addresses: Vec<_> = replicas.iter().map(|replica| replica.address).collect();

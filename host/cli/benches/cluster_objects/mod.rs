@@ -1,17 +1,52 @@
-//! Objects for the operator benchmarks at scale: creating many, waiting until every one carries the
-//! expected condition, and waiting until a kind's objects are gone.
+//! Objects for the operator benchmarks at scale: shipping a check as `preflight pack` writes it, creating
+//! many objects, waiting until every one carries the expected condition, and waiting until a kind's objects
+//! are gone.
 
 use crate::operator_support::*;
 use futures::{StreamExt, stream};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::ListParams;
+use preflight_operator::{DEFAULT_PART_BYTES, Package, pack};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// The longest any step may take.
 pub const PATIENCE: Duration = Duration::from_secs(600);
+
+/// Applies the ConfigMaps `preflight pack` writes for `component` (its parts, then the check) as check
+/// `name` gating `gates` in `namespace`, with `data` as the check's settings: how a component too large for
+/// one ConfigMap (a Python check) is shipped.
+pub async fn ship_packed(
+    client: &kube::Client,
+    component: &[u8],
+    name: &str,
+    namespace: &str,
+    gates: &str,
+    data: &[(&str, &str)],
+) {
+    let data = data
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+        .collect::<BTreeMap<_, _>>();
+    let maps = pack(&Package {
+        component,
+        name,
+        namespace,
+        gates,
+        data,
+        max_part_bytes: DEFAULT_PART_BYTES,
+    })
+    .unwrap();
+    for config_map in maps {
+        let mut value = serde_json::to_value(config_map).unwrap();
+        value["apiVersion"] = "v1".into();
+        value["kind"] = "ConfigMap".into();
+        apply(client, value).await;
+    }
+}
 
 /// `count` objects that name one available dependency, 32 creations in flight.
 pub async fn create_objects(client: &kube::Client, kind: &TestKind, namespace: &str, count: usize) {
