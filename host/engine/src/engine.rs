@@ -141,9 +141,10 @@ impl Engine {
     /// Configures wasmtime (component model, pooling allocator, epoch interruption) and starts the epoch ticker.
     pub fn new(config: EngineConfig) -> Result<Self, Error> {
         let slots = config.max_concurrent_evaluations.max(1);
-        // A Rust check has 3 core instances; componentize-py's output has 38 (CPython, its libc, the WASI
-        // stubs and the adapters between them), so a pool sized for one evaluation still runs one. A check
-        // that needs more than a slot's share takes several slots (`Footprint`).
+        // A Rust check has 5 core instances (18 built for wasm32-wasip2); componentize-py's output has 38
+        // (CPython, its libc, the WASI stubs and the adapters between them), so a pool sized for one
+        // evaluation still runs one. A check that needs more than a slot's share takes several slots
+        // (`Footprint`).
         let core_instances = (slots * 8).max(MAX_CORE_INSTANCES_PER_CHECK);
         let slot_share = SlotShare {
             core_instances: core_instances / slots,
