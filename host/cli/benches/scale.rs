@@ -14,8 +14,8 @@
 //!    at its peak, once every object carries its condition.
 //! 3. **Quiet once converged.** Status writes during the next minute.
 //!
-//! Run: `cargo bench -p preflight --bench scale` (`BENCH_OBJECTS`, `BENCH_CHECKS`,
-//! `BENCH_ROUNDS` change the counts).
+//! Run: `cargo bench -p preflight --bench scale` (`BENCH_OBJECTS`, `BENCH_CHECKS`, `BENCH_ROUNDS` change the
+//! counts).
 
 mod child_operator;
 mod cluster_objects;
@@ -63,12 +63,14 @@ struct Side {
     suspended: bool,
 }
 
-#[derive(Clone, Copy, PartialEq)]
+/// Which build of the example a side ships.
+#[derive(Clone, Copy)]
 enum Language {
     Rust,
     Python,
 }
 
+/// The sides, in the order of a round (every other round reverses it).
 const SIDES: [Side; 5] = [
     Side {
         name: "Rust, gate off (suspend)",
@@ -236,7 +238,6 @@ async fn run(objects: usize, checks: usize, rounds: usize) {
     let address = operator.address;
     operator.listening().await;
     let started = Instant::now();
-    // One check says why in its own words; several proceeding checks say so together.
     // Every check has passed the object: one says why in its own words; several say so together, each
     // check naming itself in the message. (Checks arrive one by one as they compile, each time re-gating
     // every object, so a condition from fewer checks is no answer yet.)
