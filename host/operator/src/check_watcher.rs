@@ -69,14 +69,17 @@ pub struct CheckWatcher {
     pub(crate) signing: Signing,
 }
 
-/// The newest change per check name, the kinds the `checks_loaded` gauge has reported, and the loads
-/// tried again in a row per check (the backoff's exponent).
+/// The newest change per check name, the kinds the `checks_loaded` gauge has reported, the loads tried
+/// again in a row per check (the backoff's exponent), and the newest ConfigMap of each check shipped in
+/// parts, which a change of one of its parts loads again (never a copy read later, which could be older
+/// than one the check watcher already started loading).
 #[derive(Debug, Default)]
 struct Progress {
     sequence: u64,
     newest: HashMap<String, u64>,
     gauged: BTreeSet<String>,
     load_retries: HashMap<String, u32>,
+    in_parts: HashMap<String, ConfigMap>,
 }
 
 /// The first wait before a load whose failure may pass (a refused pull, a missing pull secret or key) is
@@ -210,9 +213,9 @@ pub(crate) async fn prepare(
     Ok(check)
 }
 
-/// Loads a check again when one of its parts is created, changed or deleted after it (parts are applied
-/// before their check by `preflight pack`'s manifests, but nothing forces that order; a deleted part of the
-/// version in force is reported at once, like a missing one).
+/// Loads the newest version of a check again when one of its parts is created, changed or deleted after it
+/// (parts are applied before their check by `preflight pack`'s manifests, but nothing forces that order; a
+/// deleted part of the version in force is reported at once, like a missing one).
 async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
     let client = loader.watcher.client.clone();
     let api: Api<ConfigMap> = match &namespace {
@@ -230,26 +233,17 @@ async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
                 continue;
             }
         };
-        let (Some(namespace), Some(check)) =
-            (part.namespace(), part.labels().get(PART_OF_LABEL).cloned())
+        let (Some(namespace), Some(check)) = (part.namespace(), part.labels().get(PART_OF_LABEL))
         else {
             continue;
         };
-        if !loader
-            .watcher
-            .checks
-            .names()
-            .contains(&format!("{namespace}/{check}"))
-        {
-            continue;
-        }
-        match Api::<ConfigMap>::namespaced(client.clone(), &namespace)
-            .get_opt(&check)
-            .await
-        {
-            Ok(Some(config_map)) => drop(loader.apply(config_map)),
-            Ok(None) => {}
-            Err(error) => error!(check = %check, %error, "reading the check of a new part"),
+        let newest = loader
+            .progress()
+            .in_parts
+            .get(&format!("{namespace}/{check}"))
+            .cloned();
+        if let Some(config_map) = newest {
+            drop(loader.apply(config_map));
         }
     }
 }
@@ -268,9 +262,19 @@ const PARALLEL_COMPILES: usize = 2;
 impl Loader {
     /// Starts loading the ConfigMap's version (a change) in the background.
     fn apply(self: &Arc<Self>, config_map: ConfigMap) -> tokio::task::JoinHandle<()> {
-        self.progress()
-            .load_retries
-            .remove(&check_name(&config_map));
+        let name = check_name(&config_map);
+        let mut progress = self.progress();
+        progress.load_retries.remove(&name);
+        let in_parts = config_map
+            .data
+            .as_ref()
+            .is_some_and(|data| data.contains_key(PARTS_KEY));
+        if in_parts {
+            progress.in_parts.insert(name, config_map.clone());
+        } else {
+            progress.in_parts.remove(&name);
+        }
+        drop(progress);
         self.load(config_map)
     }
 
@@ -458,6 +462,7 @@ impl Loader {
         self.supersede(name);
         let mut progress = self.progress();
         progress.load_retries.remove(name);
+        progress.in_parts.remove(name);
         if let Some(kind) = self.watcher.checks.remove(name) {
             info!(check = %name, %kind, "check removed");
         }
