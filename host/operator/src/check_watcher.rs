@@ -14,12 +14,13 @@
 
 use crate::check_set::{CheckSet, LoadedCheck};
 use crate::check_source;
-use crate::config_map_format::{PART_OF_LABEL, PARTS_KEY, SOURCE_KEY};
+use crate::config_map_format::{PART_OF_LABEL, SOURCE_KEY};
 use crate::events::EventPublisher;
 use crate::kept_components::KeptComponents;
 use crate::lookups::{GrantedLookups, ObjectCaches};
 use crate::metrics::{KindLabels, LoadFailureLabels, Metrics};
 use crate::oci_source::{OciSources, PulledComponent};
+use crate::parts;
 use crate::signing::{Signing, blob_signatures};
 use crate::tasks::AbortOnDrop;
 use crate::vocabulary::{CheckSource, Rejection, RejectionCause};
@@ -159,11 +160,7 @@ pub(crate) async fn parts_of(
     client: &Client,
     config_map: &ConfigMap,
 ) -> Result<Vec<ConfigMap>, kube::Error> {
-    let in_parts = config_map
-        .data
-        .as_ref()
-        .is_some_and(|data| data.contains_key(PARTS_KEY));
-    if !in_parts {
+    if !parts::ships_in_parts(config_map) {
         return Ok(Vec::new());
     }
     let namespace = config_map.namespace().unwrap_or_default();
@@ -265,11 +262,7 @@ impl Loader {
         let name = check_name(&config_map);
         let mut progress = self.progress();
         progress.load_retries.remove(&name);
-        let in_parts = config_map
-            .data
-            .as_ref()
-            .is_some_and(|data| data.contains_key(PARTS_KEY));
-        if in_parts {
+        if parts::ships_in_parts(&config_map) {
             progress.in_parts.insert(name, config_map.clone());
         } else {
             progress.in_parts.remove(&name);
@@ -546,11 +539,8 @@ fn load_version(
         }
         Ok(source) => {
             signed(&source, config_map)?;
-            let in_parts = config_map
-                .data
-                .as_ref()
-                .is_some_and(|data| data.contains_key(PARTS_KEY));
-            let component = (in_parts && kept.is_some()).then(|| source.component.clone());
+            let component = (parts::ships_in_parts(config_map) && kept.is_some())
+                .then(|| source.component.clone());
             let check = LoadedCheck::load(engine, source)?;
             if let (Some(kept), Some(component)) = (kept, component) {
                 kept.keep(&check.digest().to_string(), &component);

@@ -19,6 +19,14 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use preflight_engine::Digest;
 use std::collections::BTreeMap;
 
+/// Whether `config_map` is a check shipped in parts (it says how many: `data.parts`).
+pub(crate) fn ships_in_parts(config_map: &ConfigMap) -> bool {
+    config_map
+        .data
+        .as_ref()
+        .is_some_and(|data| data.contains_key(PARTS_KEY))
+}
+
 /// Reassembles the compressed component of check `check` from `parts`: the `count` parts whose `sha256`
 /// is `pinned`, in order. The caller decompresses and verifies the digest.
 pub(crate) fn assemble(
