@@ -23,19 +23,37 @@ var (
 		{Name: "/gc/heap/live:bytes"},
 	}
 	allocatedAtLastCollection uint64
+	// heapReadBefore tells whether this instance has read its heap figures: the first read uses
+	// runtime.ReadMemStats, because the first runtime/metrics read of an instance builds the runtime's table of
+	// every metric (about a tenth of a fresh instance's evaluation); later reads use runtime/metrics, cheaper
+	// than ReadMemStats once that table exists (a reused instance reads once per evaluation).
+	heapReadBefore bool
+	// firstStats is that first read's destination, at package level because the struct is large (its
+	// per-size-class table) and would grow the goroutine's stack.
+	firstStats runtime.MemStats
 )
 
 func init() { debug.SetGCPercent(-1) }
 
+// readHeap returns the bytes allocated on the heap since the instance started and the bytes found live by
+// the last collection (none before the first: the collector is off until collectIfGrown runs it).
+func readHeap() (allocated, live uint64) {
+	if !heapReadBefore {
+		heapReadBefore = true
+		runtime.ReadMemStats(&firstStats)
+		return firstStats.TotalAlloc, 0
+	}
+	metrics.Read(heap)
+	return heap[0].Value.Uint64(), heap[1].Value.Uint64()
+}
+
 // collectIfGrown collects garbage when the heap has grown by its live size (at least 4 MiB) since the last
 // collection. Called at the end of every export.
 func collectIfGrown() {
-	metrics.Read(heap)
-	allocated, live := heap[0].Value.Uint64(), heap[1].Value.Uint64()
+	allocated, live := readHeap()
 	if allocated-allocatedAtLastCollection < max(live, minimumGrowth) {
 		return
 	}
 	runtime.GC()
-	metrics.Read(heap[:1])
-	allocatedAtLastCollection = heap[0].Value.Uint64()
+	allocatedAtLastCollection, _ = readHeap()
 }

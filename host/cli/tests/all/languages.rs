@@ -293,6 +293,47 @@ fn every_language_computes_the_same_delay_for_thousands_of_objects() {
     );
 }
 
+/// The Go SDK turns Go's collector off and collects at the end of an evaluation once the heap has grown
+/// (guest-sdk/go/preflight/collector.go, reading its figures one way on an instance's first evaluation and
+/// another on later ones): one reused instance serves 10 evaluations of a 4 MiB object (the SDK decodes each
+/// anew) within a 28 MiB memory limit. One evaluation needs about 23 MiB; the garbage of two needs more than
+/// 32 MiB, so each evaluation, the first included, must be followed by a collection.
+#[test]
+fn a_reused_go_instance_collects_its_garbage_between_evaluations() {
+    use preflight_engine::{Isolation, Limits, Request, Target};
+    let (runtime, engine, limits) = in_process();
+    let limits = Limits {
+        memory_bytes: 28 << 20,
+        isolation: Isolation::Reuse { max_uses: 1_000 },
+        ..limits
+    };
+    let check = engine
+        .load(&std::fs::read(build_go_check("plugins/dependency-ready")).unwrap())
+        .unwrap();
+    let notes: serde_json::Map<String, Value> = (0..8_192)
+        .map(|index| (format!("example.com/note-{index}"), "x".repeat(500).into()))
+        .collect();
+    let object = serde_json::json!({"apiVersion": "apps.example.com/v1", "kind": "App",
+        "metadata": {"name": "shop", "namespace": "default", "annotations": notes},
+        "spec": {"dependsOn": ["redis"]}});
+    let request = Request {
+        object: object.to_string(),
+        config: r#"{"available": ["redis"]}"#.to_owned(),
+        target: Target::of_object(&object),
+        now: std::time::SystemTime::now(),
+    };
+    runtime.block_on(async {
+        for evaluation in 1..=10 {
+            let verdict = engine
+                .evaluate(&check, &request, &limits)
+                .await
+                .outcome
+                .unwrap_or_else(|failure| panic!("evaluation {evaluation}: {failure}"));
+            assert!(verdict.proceed, "evaluation {evaluation}: {verdict:?}");
+        }
+    });
+}
+
 /// A lookup service that knows two ConfigMaps in namespace `apps`, as the operator's watch caches would
 /// answer them.
 struct TwoConfigMaps;
