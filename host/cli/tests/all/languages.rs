@@ -1,7 +1,8 @@
 //! The same example check written in every guest language this project supports (Rust, Python, JavaScript,
 //! Go, C), built from source with each language's pinned toolchain, must answer identically: the shared
 //! fixtures pass for each build (`preflight test`), and `preflight run` prints the same outcome, delay,
-//! reason, message and action for each object, error cases included.
+//! reason, message and action for each object, error cases included. And what a language's SDK owes a reused
+//! instance: the Go SDK's collector keeps one within its memory limit.
 
 use preflight_test_support::{
     build_c_check, build_check, build_go_check, build_js_check, build_python_check, fixture,
