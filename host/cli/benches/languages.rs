@@ -1,5 +1,6 @@
-//! The example check in every guest language, and Rust's former shape (built for `wasm32-wasip2`, with std's
-//! WASI imports and wasi-libc's allocator) beside the SDK's `wasm32-unknown-unknown` build, in one run:
+//! The example check in every guest language, Rust's former shape (built for `wasm32-wasip2`, with std's
+//! WASI imports and wasi-libc's allocator) beside the SDK's `wasm32-unknown-unknown` build, and Go's build
+//! without the snapshot its build.sh takes (`preflight snapshot`) beside the one with it, in one run:
 //! component size raw and zstd-compressed, the ConfigMaps `preflight pack` writes for it, and `preflight
 //! bench` p50 and checks/s with 64 in flight, with a fresh instance per evaluation and with instances reused
 //! 100 times (`isolation: reuse`), each as a ratio to the Rust build's fresh instances measured in the same
@@ -11,7 +12,7 @@
 
 use preflight_test_support::{
     build_c_check, build_check, build_go_check, build_js_check, build_python_check,
-    build_wasip2_check, fixture,
+    build_wasip2_check, fixture, pre_initialize_go_check,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -37,7 +38,16 @@ fn main() {
             iterations,
         ),
         ("c", build_c_check(project), iterations),
-        ("go", build_go_check(project), interpreted),
+        (
+            "go",
+            pre_initialize_go_check(project, Path::new(env!("CARGO_BIN_EXE_preflight"))),
+            interpreted,
+        ),
+        (
+            "go (not pre-initialised)",
+            build_go_check(project),
+            interpreted,
+        ),
         ("javascript", build_js_check(project), interpreted),
         ("python", build_python_check(project), interpreted),
     ]
@@ -106,7 +116,7 @@ fn main() {
 fn fresh_goal(language: &str) -> Option<f64> {
     match language {
         "python" | "javascript" => Some(20.0),
-        "go" => Some(10.0),
+        "go" | "go (not pre-initialised)" => Some(10.0),
         _ => None,
     }
 }

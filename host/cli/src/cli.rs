@@ -10,6 +10,7 @@ mod operator;
 mod pack;
 mod run;
 mod scaffold;
+mod snapshot;
 mod what_if;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -70,6 +71,11 @@ enum Command {
     /// only those parts: for checks in any language (the Rust SDK's `reads!` declares them at build time).
     /// `preflight test` then runs every fixture both ways and fails where the answers differ.
     DeclareReads(DeclareReadsArgs),
+    /// Pre-initialise a check: run its language runtime's start (and its SDK's warm-up) once, now, and write
+    /// a copy of the component that begins from the state they left, so that every fresh instance skips
+    /// them. For components that export `wizer-initialize` (the Go SDK's build, which runs this). Every
+    /// instance of the result starts from the same memory: the same random seeds included.
+    Snapshot(SnapshotArgs),
     /// Evaluate a check against every live object of its kind, read-only, and list the objects whose
     /// verdict would differ from what their `Preflight` condition says now, with totals: the "kubectl diff"
     /// of a check rollout. The check is a local component with its settings, or a check ConfigMap in the
@@ -185,6 +191,22 @@ struct DeclareReadsArgs {
     /// Where to write the component with its declaration.
     #[arg(short = 'o', long, value_name = "OUT.wasm")]
     output: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct SnapshotArgs {
+    /// The check component (.wasm).
+    #[arg(value_name = "FILE.wasm")]
+    check: PathBuf,
+    /// Where to write the pre-initialised component (may be the input).
+    #[arg(short = 'o', long, value_name = "OUT.wasm")]
+    output: PathBuf,
+    /// Time limit of the initialisation, e.g. 10s (at most 1m: longer is capped).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Memory limit of the initialisation, e.g. 256MiB.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = preflight_engine::parse_size)]
+    memory_limit: usize,
 }
 
 #[derive(Debug, Args)]
@@ -514,6 +536,7 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Pack(args) => pack::pack(args).await,
         Command::Scaffold(args) => scaffold::scaffold(args).map(|()| EXIT_PROCEED),
         Command::DeclareReads(args) => declare_reads::declare_reads(&args),
+        Command::Snapshot(args) => snapshot::snapshot(args).await,
         Command::WhatIf(args) => what_if::what_if(args).await,
         Command::Push(args) => oci::push(args).await,
         Command::Pull(args) => oci::pull(args).await,

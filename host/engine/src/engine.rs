@@ -15,6 +15,7 @@ use crate::imports;
 use crate::instance::Bound;
 use crate::limits::{Isolation, Limits};
 use crate::outcome::{Evaluation, Failure, FailureKind};
+use crate::pre_initialize;
 use crate::projection::Projection;
 use crate::request::Request;
 use crate::result::verdict_of;
@@ -309,7 +310,7 @@ impl Engine {
                 .evaluate_reusing(check, request, limits, grants, max_uses)
                 .await;
         }
-        let _slot = self.slot(check).await;
+        let _slot = self.slots(check.slots).await;
         let started = Instant::now();
         let mut store = self.new_store(request, limits, grants);
         let deadline = arm(&mut store, limits, started);
@@ -349,7 +350,7 @@ impl Engine {
                 (warm.store, Some(warm.bound), warm.uses, warm.slot)
             }
             None => {
-                let slot = self.slot(check).await;
+                let slot = self.slots(check.slots).await;
                 (self.new_store(request, limits, grants), None, 0, slot)
             }
         };
@@ -394,23 +395,20 @@ impl Engine {
         evaluation
     }
 
-    /// The pool slots for one evaluation of `check` (one, or more for a check whose instance needs more
-    /// than a slot's share of the pool). When they are not free, idle reused instances are retired, one at
-    /// a time, to make room before waiting: idle instances never keep an evaluation waiting. (The semaphore
-    /// is never closed, so acquiring only waits.)
-    async fn slot(&self, check: &Check) -> Option<OwnedSemaphorePermit> {
+    /// `count` pool slots, for one instance of a check (one, or more for a check whose instance needs more
+    /// than a slot's share of the pool: `Check::slots`). When they are not free, idle reused instances are
+    /// retired, one at a time, to make room before waiting: idle instances never keep an evaluation waiting.
+    /// (The semaphore is never closed, so acquiring only waits.)
+    async fn slots(&self, count: u32) -> Option<OwnedSemaphorePermit> {
         loop {
-            if let Ok(slot) = Arc::clone(&self.slots).try_acquire_many_owned(check.slots) {
+            if let Ok(slot) = Arc::clone(&self.slots).try_acquire_many_owned(count) {
                 return Some(slot);
             }
             if !self.warm.evict_one() {
                 break;
             }
         }
-        Arc::clone(&self.slots)
-            .acquire_many_owned(check.slots)
-            .await
-            .ok()
+        Arc::clone(&self.slots).acquire_many_owned(count).await.ok()
     }
 
     /// Calls the check's `configure.validate-config` on `config` (JSON), in a fresh instance under `limits`
@@ -430,7 +428,7 @@ impl Engine {
         else {
             return Ok(());
         };
-        let _slot = self.slot(check).await;
+        let _slot = self.slots(check.slots).await;
         let started = Instant::now();
         let request = Request {
             object: String::new(),
@@ -456,6 +454,68 @@ impl Engine {
             }
             Err(error) => Err(classify(&error, store.data(), limits)),
         }
+    }
+
+    /// Runs a component's initialisation ([`INIT_EXPORT`](crate::INIT_EXPORT), after its own start) once,
+    /// in an instance under `limits` with nothing granted, and returns the component rewritten to start
+    /// from the state it left: what `preflight snapshot` writes. Fresh instances of the result skip the
+    /// language runtime's start (see the `pre_initialize` module). The bytes need not be a check this host
+    /// serves; load the result to find out. Errors: a component without the export, or whose start or
+    /// initialisation traps, runs out of time or memory ([`ComponentProblem::Initialization`]).
+    pub async fn pre_initialize(&self, bytes: &[u8], limits: &Limits) -> Result<Vec<u8>, Error> {
+        validate::check_header(bytes)?;
+        let (context, instrumented) = pre_initialize::instrument(bytes)?;
+        let component = Component::new(&self.engine, &instrumented).map_err(|error| {
+            Error::invalid_because(ComponentProblem::Compile, "it does not compile", error)
+        })?;
+        let init = component
+            .get_export_index(None, pre_initialize::INIT_EXPORT)
+            .ok_or_else(|| {
+                Error::invalid(
+                    ComponentProblem::Initialization,
+                    format!(
+                        "it does not export `{}`, the initialisation a snapshot starts from: build it \
+                         for the guest world preflight:guest/check-snapshot (the Go SDK's build.sh does)",
+                        pre_initialize::INIT_EXPORT
+                    ),
+                )
+            })?;
+        let slots =
+            Footprint::of(&instrumented, &component).slots(self.slot_share, self.pool_slots);
+        let _slot = self.slots(slots).await;
+        let request = Request {
+            object: String::new(),
+            config: String::new(),
+            target: crate::Target::default(),
+            now: SystemTime::now(),
+        };
+        let mut store = self.new_store(&request, limits, &Grants::default());
+        let deadline = arm(&mut store, limits, Instant::now());
+        let run = async {
+            let instance = self
+                .linker
+                .instantiate_async(&mut store, &component)
+                .await?;
+            let initialize = instance.get_typed_func::<(), ()>(&mut store, init)?;
+            initialize.call_async(&mut store, ()).await?;
+            wasmtime::Result::Ok(instance)
+        };
+        let instance = within(deadline, limits, run).await.map_err(|error| {
+            let failure = classify(&error, store.data(), limits);
+            Error::InvalidComponent {
+                problem: ComponentProblem::Initialization,
+                message: format!(
+                    "its start or `{}` failed: {failure}",
+                    pre_initialize::INIT_EXPORT
+                ),
+                source: Some(error.into()),
+            }
+        })?;
+        // Reading the state is the host's work, not the check's: a deadline of its own, and whole memories
+        // copied out past the budget that caps what a check passes to the host.
+        arm(&mut store, limits, Instant::now());
+        store.set_hostcall_fuel(usize::MAX);
+        pre_initialize::snapshot(&context, &mut store, instance).await
     }
 
     /// A store for a check's instance under `limits`' memory cap, begun for `request`.

@@ -60,11 +60,14 @@ pub enum ComponentProblem {
     Imports,
     /// Its `preflight-reads` declaration is malformed.
     ReadsSection,
+    /// It cannot be pre-initialised (`preflight snapshot`): it does not export the initialisation, or its
+    /// initialisation failed.
+    Initialization,
 }
 
 impl ComponentProblem {
     /// A short name for logs and metric labels: `encoding`, `compile`, `contract`, `imports`,
-    /// `reads-section`.
+    /// `reads-section`, `initialization`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Encoding => "encoding",
@@ -72,6 +75,7 @@ impl ComponentProblem {
             Self::Contract => "contract",
             Self::Imports => "imports",
             Self::ReadsSection => "reads-section",
+            Self::Initialization => "initialization",
         }
     }
 }

@@ -35,6 +35,7 @@ mod limits;
 pub mod measure;
 mod outbound_http;
 mod outcome;
+mod pre_initialize;
 mod projection;
 mod request;
 mod result;
@@ -53,6 +54,7 @@ pub use http_policy::{
 pub use limits::{Isolation, Limits, parse_size};
 pub use outbound_http::HttpGrant;
 pub use outcome::{CheckOutcome, Evaluation, Failure, FailureKind, LogLevel, LogLine, Verdict};
+pub use pre_initialize::INIT_EXPORT;
 pub use projection::{Projection, READS_SECTION};
 pub use request::{Request, Target};
 pub mod action;

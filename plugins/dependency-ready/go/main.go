@@ -63,6 +63,9 @@ func validate(raw map[string]any) error {
 	return nil
 }
 
-func init() { preflight.Handle(check, validate) }
+func init() {
+	preflight.Handle(check, validate)
+	preflight.WarmUp(&object{}, &config{})
+}
 
 func main() {}

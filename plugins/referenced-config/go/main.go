@@ -63,6 +63,9 @@ func check(request preflight.Request) preflight.Outcome {
 	return preflight.Proceed().Because("ConfigPresent", fmt.Sprintf("ConfigMap %s is there", name))
 }
 
-func init() { preflight.Handle(check, nil) }
+func init() {
+	preflight.Handle(check, nil)
+	preflight.WarmUp(&object{}, &config{}, &configMap{})
+}
 
 func main() {}

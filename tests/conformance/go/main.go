@@ -72,6 +72,9 @@ func check(request preflight.Request) preflight.Outcome {
 	}
 }
 
-func init() { preflight.Handle(check, nil) }
+func init() {
+	preflight.Handle(check, nil)
+	preflight.WarmUp(&object{}, &config{})
+}
 
 func main() {}

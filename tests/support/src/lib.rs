@@ -179,6 +179,8 @@ pub fn build_js_check(project: &str) -> PathBuf {
 /// The world C and Go checks are built for: the contract and `wasi:http` (`guest-sdk/wit`, whose WASI is
 /// the host's); a check that sends no request imports no `wasi:http`.
 const GUEST_WORLD: &str = "preflight:guest/check";
+/// The world Go checks are built for: [`GUEST_WORLD`] and the initialisation `preflight snapshot` runs.
+const GO_GUEST_WORLD: &str = "preflight:guest/check-snapshot";
 
 /// Builds the C check `<project>/c/*.c` with the C SDK (guest-sdk/c): bindings from `wit-bindgen c`,
 /// Debian's clang-19 and wasi-libc (a wasip1 reactor), then `wasm-tools component new` with the reactor
@@ -239,9 +241,11 @@ pub fn build_c_check(project: &str) -> PathBuf {
 }
 
 /// Builds the Go check `<project>/go` (a module using guest-sdk/go through a `replace`) with Go's
-/// wasip1 port as a reactor (`-buildmode=c-shared`), then `wasm-tools component embed` (the guest world)
-/// and `component new` with the reactor adapter; once per test process. Go's caches are those `scripts/setup`
-/// fills, so nothing is downloaded. Returns the component's path; panics with the failing tool's output.
+/// wasip1 port as a reactor (`-buildmode=c-shared`), then `wasm-tools component embed` (the guest world
+/// with the snapshot's initialisation) and `component new` with the reactor adapter; once per test process.
+/// Go's caches are those `scripts/setup` fills, so nothing is downloaded. Not pre-initialised: build.sh's
+/// last step is [`pre_initialize_go_check`]. Returns the component's path; panics with the failing tool's
+/// output.
 pub fn build_go_check(project: &str) -> PathBuf {
     once(&format!("go/{project}"), || {
         let example = name_of(project);
@@ -285,12 +289,39 @@ pub fn build_go_check(project: &str) -> PathBuf {
         run(step(&wasm_tools)
             .args(["component", "embed"])
             .arg(root.join("guest-sdk/wit"))
-            .args(["--world", GUEST_WORLD])
+            .args(["--world", GO_GUEST_WORLD])
             .arg(&core)
             .arg("-o")
             .arg(&embedded));
         componentize(&embedded, &path);
         let _ = std::fs::remove_dir_all(&scratch);
+        path
+    })
+}
+
+/// The Go check `<project>/go` as a scaffolded project's build.sh makes it: [`build_go_check`], then
+/// `preflight snapshot` by the CLI at `preflight` (the test's own binary); once per test process, and kept
+/// while the sources, the toolchain and that binary are unchanged. Returns the component's path; panics
+/// with the CLI's output.
+pub fn pre_initialize_go_check(project: &str, preflight: &Path) -> PathBuf {
+    let built = build_go_check(project);
+    once(&format!("go-snapshot/{project}"), || {
+        let output_dir = wasm_target_dir().join("go");
+        let path = component_path(
+            &output_dir,
+            &format!("{}-snapshot", name_of(project)),
+            &[],
+            &[&built, preflight],
+        );
+        if !path.exists() {
+            let scratch = path.with_extension(format!("{}.wasm", std::process::id()));
+            run(step(preflight)
+                .arg("snapshot")
+                .arg(&built)
+                .arg("-o")
+                .arg(&scratch));
+            std::fs::rename(&scratch, &path).expect("the snapshot can be moved into place");
+        }
         path
     })
 }

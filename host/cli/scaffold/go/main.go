@@ -35,6 +35,9 @@ func check(request preflight.Request) preflight.Outcome {
 	return preflight.Proceed().Because("Ready", "not paused")
 }
 
-func init() { preflight.Handle(check, nil) }
+func init() {
+	preflight.Handle(check, nil)
+	preflight.WarmUp(&object{}, &config{})
+}
 
 func main() {}

@@ -2,13 +2,14 @@
 //! language's pinned toolchain (`sh build.sh`) and passes its own fixtures (`preflight test`) as created.
 //!
 //! The templates are `host/cli/scaffold/<language>/` plus a shared `fixtures.yaml`, with `{{name}}` (the
-//! project directory's name), `{{crate}}` (the same with `_` for `-`) and `{{find_tool}}` (the shell function
-//! in `find-tool.sh` by which a build script finds the tools the repository's setup installed) filled in. The SDK of every language
-//! but Rust is copied into the project from this binary, with the WIT it is built against, so that the
-//! project builds with nothing but its toolchain and matches the contract versions this binary serves; Go
-//! and C projects also get the wasip1 reactor adapter of this binary's wasmtime. A Rust project gets the
-//! `preflight-guest` crate the same way (in `preflight-sdk/`, with the contract it is built against), or
-//! depends on a checkout given with `--sdk`, by a path relative to the project.
+//! project directory's name), `{{crate}}` (the same with `_` for `-`), `{{find_tool}}` (the shell function
+//! in `find-tool.sh` by which a build script finds the tools the repository's setup installed) and
+//! `{{preflight}}` (this binary's path, quoted for the shell: Go builds run `preflight snapshot`) filled in.
+//! The SDK of every language but Rust is copied into the project from this binary, with the WIT it is built
+//! against, so that the project builds with nothing but its toolchain and matches the contract versions this
+//! binary serves; Go and C projects also get the wasip1 reactor adapter of this binary's wasmtime. A Rust
+//! project gets the `preflight-guest` crate the same way (in `preflight-sdk/`, with the contract it is built
+//! against), or depends on a checkout given with `--sdk`, by a path relative to the project.
 
 use super::{Problem, ScaffoldArgs};
 use clap::ValueEnum;
@@ -122,8 +123,13 @@ pub fn scaffold(args: ScaffoldArgs) -> Result<(), Problem> {
         .and_then(|file| file.contents_utf8())
         .expect("the find-tool fragment is text")
         .trim_end();
+    // Where a Go build finds this binary (for `preflight snapshot`) when PATH does not hold one.
+    let preflight = std::env::current_exe()
+        .map(|path| shell_quoted(&path.display().to_string()))
+        .unwrap_or_default();
     let fill = |text: &str| {
         text.replace("{{find_tool}}", find_tool)
+            .replace("{{preflight}}", &preflight)
             .replace("{{name}}", name)
             .replace("{{crate}}", &name.replace('-', "_"))
             .replace("{{preflight_guest}}", &sdk)
@@ -195,8 +201,11 @@ pub fn scaffold(args: ScaffoldArgs) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Lowercase letters, digits and `-`, starting with a letter: a valid crate, Go module, npm package and
-/// ConfigMap name alike.
+/// `text` as one word of a POSIX shell: in single quotes, each single quote closed, escaped and reopened.
+fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 /// `path` as seen from `from` (both made absolute): `../preflight/guest-sdk`, so that a project and the
 /// checkout it depends on can move together.
 fn relative_to(from: &Path, path: &Path) -> std::path::PathBuf {
@@ -216,6 +225,8 @@ fn relative_to(from: &Path, path: &Path) -> std::path::PathBuf {
     relative
 }
 
+/// Lowercase letters, digits and `-`, starting with a letter: a valid crate, Go module, npm package and
+/// ConfigMap name alike.
 fn valid_name(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_lowercase())
         && name

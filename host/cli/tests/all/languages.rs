@@ -6,22 +6,30 @@
 
 use preflight_test_support::{
     build_c_check, build_check, build_go_check, build_js_check, build_python_check, fixture,
-    workspace_root,
+    pre_initialize_go_check, workspace_root,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Every language's build of `project` (a directory with `python/`, `javascript/`, `go/` and `c/` builds of
-/// the check whose Rust build is the crate `package`): language and component.
+/// the check whose Rust build is the crate `package`): language and component. Go twice: as build.sh ships
+/// it (pre-initialised) and without the snapshot, which must answer the same.
 fn builds(project: &str, package: &str) -> Vec<(&'static str, PathBuf)> {
     vec![
         ("rust", build_check(package)),
         ("python", build_python_check(project)),
         ("javascript", build_js_check(project)),
-        ("go", build_go_check(project)),
+        ("go", go_check(project)),
+        ("go, not pre-initialised", build_go_check(project)),
         ("c", build_c_check(project)),
     ]
+}
+
+/// The Go build of `project` as a scaffolded build.sh makes it: pre-initialised by this binary's
+/// `preflight snapshot`.
+fn go_check(project: &str) -> PathBuf {
+    pre_initialize_go_check(project, Path::new(env!("CARGO_BIN_EXE_preflight")))
 }
 
 fn preflight(args: &[&str]) -> (i32, String) {
@@ -309,7 +317,7 @@ fn a_reused_go_instance_collects_its_garbage_between_evaluations() {
         ..limits
     };
     let check = engine
-        .load(&std::fs::read(build_go_check("plugins/dependency-ready")).unwrap())
+        .load(&std::fs::read(go_check("plugins/dependency-ready")).unwrap())
         .unwrap();
     let notes: serde_json::Map<String, Value> = (0..8_192)
         .map(|index| (format!("example.com/note-{index}"), "x".repeat(500).into()))
@@ -448,7 +456,7 @@ fn every_language_refuses_a_configuration_with_the_validator_s_message() {
         ("rust", build_check("external-dependency")),
         ("python", build_python_check("plugins/external-dependency")),
         ("javascript", build_js_check("plugins/external-dependency")),
-        ("go", build_go_check("plugins/external-dependency")),
+        ("go", go_check("plugins/external-dependency")),
         ("c", build_c_check("plugins/external-dependency")),
     ] {
         let check = engine.load(&std::fs::read(&path).unwrap()).unwrap();
@@ -493,7 +501,7 @@ fn every_language_reaches_out_the_same_way_under_the_same_grant() {
         ("rust", build_check("external-dependency")),
         ("python", build_python_check("plugins/external-dependency")),
         ("javascript", build_js_check("plugins/external-dependency")),
-        ("go", build_go_check("plugins/external-dependency")),
+        ("go", go_check("plugins/external-dependency")),
         ("c", build_c_check("plugins/external-dependency")),
     ];
     for dependency in ["db", "queue"] {
@@ -567,6 +575,46 @@ fn the_guest_worlds_wasi_wit_is_that_of_the_hosts_wasmtime() {
     );
 }
 
+/// How many core modules of the component at `path` have a start function.
+fn start_functions(path: &Path) -> usize {
+    let bytes = std::fs::read(path).unwrap();
+    wasmparser::Parser::new(0)
+        .parse_all(&bytes)
+        .filter(|payload| matches!(payload, Ok(wasmparser::Payload::StartSection { .. })))
+        .count()
+}
+
+#[test]
+fn preflight_snapshot_pre_initialises_a_go_build_and_refuses_a_check_it_cannot() {
+    // wit-component runs a reactor's `_initialize` (Go's runtime start and package inits) from a start
+    // function; a snapshot begins where it left off and must not run it again.
+    let built = build_go_check("plugins/dependency-ready");
+    let snapshot = go_check("plugins/dependency-ready");
+    assert_eq!(start_functions(&built), 1, "the start of {built:?}");
+    assert_eq!(start_functions(&snapshot), 0, "the start of {snapshot:?}");
+    assert!(
+        std::fs::metadata(&snapshot).unwrap().len() > std::fs::metadata(&built).unwrap().len(),
+        "the snapshot carries Go's initialised memory"
+    );
+    // A check without the initialisation export (here the Rust build) is refused, and nothing is written.
+    let output = std::env::temp_dir().join(format!("snapshot-{}.wasm", std::process::id()));
+    let refused = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .arg("snapshot")
+        .arg(build_check("dependency-ready"))
+        .arg("-o")
+        .arg(&output)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("it does not export `wizer-initialize`")
+            && said.contains("preflight:guest/check-snapshot"),
+        "{said}"
+    );
+    assert!(!output.exists());
+}
+
 #[test]
 fn a_scaffolded_project_builds_and_passes_its_own_fixtures_in_every_language() {
     let dir = std::env::temp_dir().join(format!("scaffold-{}", std::process::id()));
@@ -622,6 +670,10 @@ fn a_scaffolded_project_builds_and_passes_its_own_fixtures_in_every_language() {
             String::from_utf8_lossy(&build.stdout),
             String::from_utf8_lossy(&build.stderr)
         );
+        if language == "go" {
+            let said = String::from_utf8_lossy(&build.stdout);
+            assert!(said.contains(": pre-initialised ("), "go: {said}");
+        }
         let check = project.join(format!(
             "{}.wasm",
             project.file_name().unwrap().to_str().unwrap()

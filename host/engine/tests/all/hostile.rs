@@ -631,3 +631,43 @@ async fn throughput_counts_the_evaluations_that_failed() {
         (0, true)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_initialising_stops_an_endless_initialisation_and_refuses_a_component_without_one() {
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let started = Instant::now();
+    let endless = engine
+        .pre_initialize(&check_bytes("endless-initialization"), &limits())
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < CONTAINED_WITHIN,
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        endless.component_problem(),
+        Some(ComponentProblem::Initialization)
+    );
+    assert!(
+        endless
+            .to_string()
+            .contains("its start or `wizer-initialize` failed")
+            && endless.to_string().contains("(timeout)"),
+        "{endless}"
+    );
+    let without = engine
+        .pre_initialize(&check_bytes("required-metadata"), &limits())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        without.component_problem(),
+        Some(ComponentProblem::Initialization)
+    );
+    assert!(
+        without
+            .to_string()
+            .contains("it does not export `wizer-initialize`"),
+        "{without}"
+    );
+}
