@@ -63,10 +63,139 @@ pub(crate) async fn snapshot(
             error,
         )
     };
-    match state.failure {
+    let snapshot = match state.failure {
         Some(error) => Err(reading(error)),
         None => snapshot.map_err(reading),
+    }?;
+    without_empty_passive_segments(&snapshot).map_err(|error| {
+        Error::invalid_because(
+            ComponentProblem::Initialization,
+            "its snapshot cannot be rewritten",
+            error,
+        )
+    })
+}
+
+/// `component` with the empty passive data segments of its core modules removed, where no code refers to
+/// a data segment by index. Wizer turns each active segment it has applied into an empty passive one, so
+/// that indices stay valid, and wasmtime sets up every passive segment in every new instance: a Go build
+/// has 38,050 of them, a third of a fresh evaluation (docs/performance.md). Only `memory.init` and
+/// `data.drop` name a segment by index, so a module without either keeps only its non-empty segments.
+fn without_empty_passive_segments(component: &[u8]) -> wasmtime::Result<Vec<u8>> {
+    use wasm_encoder::{ComponentSectionId, RawSection};
+    use wasmparser::{Chunk, Parser, Payload};
+    let mut rewritten = wasm_encoder::Component::new();
+    let mut parser = Parser::new(0);
+    let mut offset = 0;
+    loop {
+        let Chunk::Parsed { consumed, payload } = parser.parse(&component[offset..], true)? else {
+            // With `eof`, the parser never asks for more: it says the bytes end too soon.
+            unreachable!("wasmparser asked for more data at the end of the input");
+        };
+        offset += consumed;
+        match payload {
+            Payload::Version { .. } => {}
+            Payload::End(_) => break,
+            Payload::ModuleSection {
+                unchecked_range, ..
+            } => {
+                let module = &component[unchecked_range.clone()];
+                let module = module_without_empty_passive_segments(module)?;
+                rewritten.section(&RawSection {
+                    id: ComponentSectionId::CoreModule as u8,
+                    data: module
+                        .as_deref()
+                        .unwrap_or(&component[unchecked_range.clone()]),
+                });
+                // The parser has moved past the nested bytes; the caller skips them.
+                offset += unchecked_range.len();
+            }
+            Payload::ComponentSection {
+                unchecked_range, ..
+            } => {
+                rewritten.section(&RawSection {
+                    id: ComponentSectionId::Component as u8,
+                    data: &component[unchecked_range.clone()],
+                });
+                // The parser has moved past the nested bytes; the caller skips them.
+                offset += unchecked_range.len();
+            }
+            other => {
+                if let Some((id, range)) = other.as_section() {
+                    rewritten.section(&RawSection {
+                        id,
+                        data: &component[range],
+                    });
+                }
+            }
+        }
     }
+    Ok(rewritten.finish())
+}
+
+/// [`without_empty_passive_segments`] for one core module: `None` when it keeps every segment (some code
+/// refers to segments by index, or none is an empty passive one).
+fn module_without_empty_passive_segments(module: &[u8]) -> wasmtime::Result<Option<Vec<u8>>> {
+    use wasm_encoder::reencode::{Reencode, RoundtripReencoder};
+    use wasmparser::{DataKind, Operator, Parser, Payload};
+    let is_empty_passive = |data: &wasmparser::Data<'_>| {
+        matches!(data.kind, DataKind::Passive) && data.data.is_empty()
+    };
+    let mut removable = 0;
+    for payload in Parser::new(0).parse_all(module) {
+        match payload? {
+            Payload::DataSection(reader) => {
+                for data in reader {
+                    removable += u32::from(is_empty_passive(&data?));
+                }
+            }
+            Payload::CodeSectionEntry(body) => {
+                for operator in body.get_operators_reader()? {
+                    if matches!(
+                        operator?,
+                        Operator::MemoryInit { .. } | Operator::DataDrop { .. }
+                    ) {
+                        return Ok(None);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if removable == 0 {
+        return Ok(None);
+    }
+    let mut rewritten = wasm_encoder::Module::new();
+    for payload in Parser::new(0).parse_all(module) {
+        match payload? {
+            Payload::DataCountSection { count, .. } => {
+                rewritten.section(&wasm_encoder::DataCountSection {
+                    count: count - removable,
+                });
+            }
+            Payload::DataSection(reader) => {
+                let mut section = wasm_encoder::DataSection::new();
+                for data in reader {
+                    let data = data?;
+                    if !is_empty_passive(&data) {
+                        RoundtripReencoder
+                            .parse_data(&mut section, data)
+                            .map_err(|error| wasmtime::format_err!("{error}"))?;
+                    }
+                }
+                rewritten.section(&section);
+            }
+            other => {
+                if let Some((id, range)) = other.as_section() {
+                    rewritten.section(&wasm_encoder::RawSection {
+                        id,
+                        data: &module[range],
+                    });
+                }
+            }
+        }
+    }
+    Ok(Some(rewritten.finish()))
 }
 
 /// An initialised instance whose state Wizer reads; the first call that fails is kept in `failure` (later
@@ -166,5 +295,96 @@ impl ComponentInstanceState for InitializedState<'_> {
         self.call(instance, func, |_, value: f64| value.to_bits())
             .await
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::module_without_empty_passive_segments;
+    use wasm_encoder::{
+        CodeSection, ConstExpr, DataCountSection, DataSection, Function, FunctionSection,
+        Instruction, MemorySection, MemoryType, Module, TypeSection,
+    };
+
+    /// A module with a memory, two empty passive segments around an active one (what Wizer leaves), and
+    /// one function whose body is `body`.
+    fn module(body: &[Instruction<'_>]) -> Vec<u8> {
+        let mut module = Module::new();
+        let mut types = TypeSection::new();
+        types.ty().function([], []);
+        module.section(&types);
+        let mut functions = FunctionSection::new();
+        functions.function(0);
+        module.section(&functions);
+        let mut memories = MemorySection::new();
+        memories.memory(MemoryType {
+            minimum: 1,
+            maximum: None,
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        });
+        module.section(&memories);
+        module.section(&DataCountSection { count: 3 });
+        let mut code = CodeSection::new();
+        let mut function = Function::new([]);
+        for instruction in body {
+            function.instruction(instruction);
+        }
+        function.instruction(&Instruction::End);
+        code.function(&function);
+        module.section(&code);
+        let mut data = DataSection::new();
+        data.passive([]);
+        data.active(0, &ConstExpr::i32_const(16), *b"kept");
+        data.passive([]);
+        module.section(&data);
+        module.finish()
+    }
+
+    fn segments(module: &[u8]) -> (u32, Vec<Vec<u8>>) {
+        let mut count = 0;
+        let mut segments = Vec::new();
+        for payload in wasmparser::Parser::new(0).parse_all(module) {
+            match payload.unwrap() {
+                wasmparser::Payload::DataCountSection {
+                    count: declared, ..
+                } => count = declared,
+                wasmparser::Payload::DataSection(reader) => {
+                    segments.extend(reader.into_iter().map(|data| data.unwrap().data.to_vec()));
+                }
+                _ => {}
+            }
+        }
+        (count, segments)
+    }
+
+    #[test]
+    fn empty_passive_segments_go_only_when_no_code_names_a_segment() {
+        let unreferenced = module(&[Instruction::Nop]);
+        let pruned = module_without_empty_passive_segments(&unreferenced)
+            .unwrap()
+            .expect("the empty segments are removed");
+        wasmparser::Validator::new().validate_all(&pruned).unwrap();
+        assert_eq!(segments(&pruned), (1, vec![b"kept".to_vec()]));
+        // `data.drop 2` names the third segment: removing the first would make it name another one.
+        let referenced = module(&[Instruction::DataDrop(2)]);
+        assert_eq!(
+            module_without_empty_passive_segments(&referenced).unwrap(),
+            None
+        );
+        let initializing = module(&[
+            Instruction::I32Const(0),
+            Instruction::I32Const(0),
+            Instruction::I32Const(0),
+            Instruction::MemoryInit {
+                mem: 0,
+                data_index: 0,
+            },
+        ]);
+        assert_eq!(
+            module_without_empty_passive_segments(&initializing).unwrap(),
+            None
+        );
     }
 }
