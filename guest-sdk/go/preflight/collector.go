@@ -26,7 +26,8 @@ var (
 	// heapReadBefore tells whether this instance has read its heap figures: the first read uses
 	// runtime.ReadMemStats, because the first runtime/metrics read of an instance builds the runtime's table of
 	// every metric (about a tenth of a fresh instance's evaluation); later reads use runtime/metrics, cheaper
-	// than ReadMemStats once that table exists (a reused instance reads once per evaluation).
+	// than ReadMemStats once that table exists (a reused instance reads once per evaluation). A pre-initialised
+	// build has read it already (prepareHeapReads).
 	heapReadBefore bool
 	// firstStats is that first read's destination, at package level because the struct is large (its
 	// per-size-class table) and would grow the goroutine's stack.
@@ -34,6 +35,15 @@ var (
 )
 
 func init() { debug.SetGCPercent(-1) }
+
+// prepareHeapReads builds runtime/metrics' table with a first read and marks the heap as read, so that every
+// later read, the first of each evaluation included, is a cheap runtime/metrics read. Run once by the snapshot's
+// initialisation: a pre-initialised build starts every fresh instance with the table built (the first read
+// of a fresh instance was a tenth of its evaluation).
+func prepareHeapReads() {
+	metrics.Read(heap)
+	heapReadBefore = true
+}
 
 // readHeap returns the bytes allocated on the heap since the instance started and the bytes found live by
 // the last collection (none before the first: the collector is off until collectIfGrown runs it).

@@ -17,7 +17,7 @@ func WarmUp(values ...any) { warmUps = append(warmUps, values...) }
 // runtime start and every package's init, the check's own (its calls to Handle and WarmUp) included; all of
 // that is what the snapshot keeps, so that a fresh instance starts from it. Left to do: encoding/json's caches
 // for the types WarmUp named (encoding a value builds them for its whole type, whatever the value holds; the
-// decoder shares them). Not done: a collection here, which made every later evaluation slower, and growing
+// decoder shares them), and the collector's table of runtime metrics (prepareHeapReads). Not done: a collection here, which made every later evaluation slower, and growing
 // the goroutine stack, which gained nothing.
 //
 //go:wasmexport wizer-initialize
@@ -26,4 +26,5 @@ func wizerInitialize() {
 		_, _ = json.Marshal(value)
 	}
 	warmUps = nil
+	prepareHeapReads()
 }
