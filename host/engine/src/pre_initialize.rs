@@ -84,7 +84,7 @@ pub(crate) async fn snapshot(
 /// has 38,050 of them, a third of a fresh evaluation (docs/performance.md). Only `memory.init` and
 /// `data.drop` name a segment by index, so a module without either keeps only its non-empty segments.
 fn without_empty_passive_segments(component: &[u8]) -> wasmtime::Result<Vec<u8>> {
-    use wasm_encoder::{ComponentSectionId, RawSection};
+    use wasm_encoder::RawSection;
     use wasmparser::{Chunk, Parser, Payload};
     let mut rewritten = wasm_encoder::Component::new();
     let mut parser = Parser::new(0);
@@ -95,41 +95,24 @@ fn without_empty_passive_segments(component: &[u8]) -> wasmtime::Result<Vec<u8>>
             wasmtime::bail!("the snapshot ends in the middle of a section");
         };
         offset += consumed;
-        match payload {
-            Payload::Version { .. } => {}
-            Payload::End(_) => break,
-            Payload::ModuleSection {
-                unchecked_range, ..
-            } => {
-                let module = &component[unchecked_range.clone()];
-                let module = module_without_empty_passive_segments(module)?;
-                rewritten.section(&RawSection {
-                    id: ComponentSectionId::CoreModule as u8,
-                    data: module
-                        .as_deref()
-                        .unwrap_or(&component[unchecked_range.clone()]),
-                });
-                // The parser has moved past the nested bytes; the caller skips them.
-                offset += unchecked_range.len();
-            }
-            Payload::ComponentSection {
-                unchecked_range, ..
-            } => {
-                rewritten.section(&RawSection {
-                    id: ComponentSectionId::Component as u8,
-                    data: &component[unchecked_range.clone()],
-                });
-                // The parser has moved past the nested bytes; the caller skips them.
-                offset += unchecked_range.len();
-            }
-            other => {
-                if let Some((id, range)) = other.as_section() {
-                    rewritten.section(&RawSection {
-                        id,
-                        data: &component[range],
-                    });
-                }
-            }
+        if let Payload::End(_) = payload {
+            break;
+        }
+        let Some((id, range)) = payload.as_section() else {
+            continue;
+        };
+        let original = &component[range.clone()];
+        let pruned = match payload {
+            Payload::ModuleSection { .. } => module_without_empty_passive_segments(original)?,
+            _ => None,
+        };
+        rewritten.section(&RawSection {
+            id,
+            data: pruned.as_deref().unwrap_or(original),
+        });
+        if let Payload::ModuleSection { .. } | Payload::ComponentSection { .. } = payload {
+            // The parser has moved past the nested bytes; the caller skips them.
+            offset += range.len();
         }
     }
     Ok(rewritten.finish())
@@ -172,7 +155,7 @@ fn module_without_empty_passive_segments(module: &[u8]) -> wasmtime::Result<Opti
         match payload? {
             Payload::DataCountSection { count, .. } => {
                 rewritten.section(&wasm_encoder::DataCountSection {
-                    count: count - removable,
+                    count: count.saturating_sub(removable),
                 });
             }
             Payload::DataSection(reader) => {

@@ -24,9 +24,7 @@ pub fn declare_reads(args: &DeclareReadsArgs) -> Result<u8, Problem> {
     }
     .append_to_component(&mut component);
     let check = input::load_check(&component)?;
-    std::fs::write(&args.output, &component).map_err(|error| {
-        Problem::Input(format!("cannot write {}: {error}", args.output.display()))
-    })?;
+    input::write(&args.output, &component)?;
     println!(
         "{}: reads {}",
         args.output.display(),

@@ -14,6 +14,12 @@ pub fn read(path: &Path) -> Result<Vec<u8>, Problem> {
         .map_err(|error| Problem::Input(format!("cannot read {}: {error}", path.display())))
 }
 
+/// Writes a file, naming it in the error.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<(), Problem> {
+    std::fs::write(path, bytes)
+        .map_err(|error| Problem::Input(format!("cannot write {}: {error}", path.display())))
+}
+
 /// Parses one YAML or JSON document into JSON.
 pub fn parse_document(path: &Path) -> Result<serde_json::Value, Problem> {
     let bytes = read(path)?;

@@ -56,12 +56,7 @@ pub async fn pull(args: PullArgs) -> Result<u8, Problem> {
                 .join(" or ")
         ),
     };
-    std::fs::write(&args.output_file, &fetched.pulled.component).map_err(|error| {
-        Problem::Input(format!(
-            "cannot write {}: {error}",
-            args.output_file.display()
-        ))
-    })?;
+    input::write(&args.output_file, &fetched.pulled.component)?;
     report(
         args.output,
         &[

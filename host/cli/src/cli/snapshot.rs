@@ -28,9 +28,7 @@ pub async fn snapshot(args: SnapshotArgs) -> Result<u8, Problem> {
             })?
             .map_err(Problem::Unusable)?;
     let check = engine.load(&snapshot).map_err(Problem::Unusable)?;
-    std::fs::write(&args.output, &snapshot).map_err(|error| {
-        Problem::Input(format!("cannot write {}: {error}", args.output.display()))
-    })?;
+    input::write(&args.output, &snapshot)?;
     println!(
         "{}: pre-initialised ({} -> {} bytes), sha256 {}",
         args.output.display(),
