@@ -35,11 +35,12 @@ package preflight
 //go:generate wit-bindgen go ../../wit --world preflight:guest/check --out-dir ../bindings --pkg-name github.com/preflight-wasm/preflight/guest-sdk/go/bindings
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
+	"strings"
 	"time"
 
 	// The contract's exports: linked into every check that imports this package.
@@ -60,13 +61,12 @@ type Target struct {
 }
 
 // Request is what a check is given: the object and its configuration as JSON, the object's identity and
-// the host's clock when the evaluation started.
+// the host's clock when the evaluation started. Nothing is decoded until the check asks: DecodeObject and
+// DecodeConfig into the check's types, Object and Config into generic values.
 type Request struct {
-	// Object is the object as the API server returned it, decoded into generic values.
-	Object map[string]any
-	// Config is the check's configuration (an empty object when none was given).
-	Config    map[string]any
+	// RawObject is the object as the host sent it (the parts the check declared it reads, or all of it).
 	RawObject string
+	// RawConfig is the check's configuration as JSON; empty when none was given.
 	RawConfig string
 	Target    Target
 	Now       time.Time
@@ -79,6 +79,19 @@ func (request Request) DecodeObject(into any) error {
 		return fmt.Errorf("the object does not match the check's type: %w", err)
 	}
 	return nil
+}
+
+// Object decodes the object into generic values (maps, slices, strings, float64s, bools, nil). Decoding
+// into the check's own type with DecodeObject is cheaper and says what does not match.
+func (request Request) Object() (map[string]any, error) {
+	object := map[string]any{}
+	err := request.DecodeObject(&object)
+	return object, err
+}
+
+// Config decodes the configuration into generic values; an empty map when none was given.
+func (request Request) Config() (map[string]any, error) {
+	return parseConfig(request.RawConfig)
 }
 
 // DecodeConfig decodes the configuration into `into`; fields absent from the configuration keep the values
@@ -212,17 +225,13 @@ func Handle(check func(Request) Outcome, validate func(config map[string]any) er
 }
 
 func evaluate(check func(Request) Outcome, raw types.CheckRequest) Outcome {
-	config, err := parseConfig(raw.Config)
-	if err != nil {
-		return Errorf("invalid check configuration: %v", err).Because("InvalidConfig", "")
+	if !isMapping(raw.Config, true) {
+		return Errorf("invalid check configuration: the configuration must be a mapping").Because("InvalidConfig", "")
 	}
-	var object map[string]any
-	if err := json.Unmarshal([]byte(raw.Object), &object); err != nil {
-		return InvalidObject(fmt.Errorf("the object is not a JSON object: %w", err))
+	if !isMapping(raw.Object, false) {
+		return InvalidObject(errors.New("the object is not a JSON object"))
 	}
 	request := Request{
-		Object:    object,
-		Config:    config,
 		RawObject: raw.Object,
 		RawConfig: raw.Config,
 		Target: Target{
@@ -244,12 +253,23 @@ func parseConfig(raw string) (map[string]any, error) {
 }
 
 func decodeConfig(raw string, into any) error {
-	trimmed := bytes.TrimSpace([]byte(raw))
-	if len(trimmed) == 0 {
+	if !isMapping(raw, true) {
+		return errors.New("the configuration must be a mapping")
+	}
+	trimmed := strings.TrimSpace(raw)
+	if trimmed == "" {
 		return nil
 	}
-	if trimmed[0] != '{' {
-		return fmt.Errorf("the configuration must be a mapping")
+	return json.Unmarshal([]byte(trimmed), into)
+}
+
+// isMapping says whether `raw` is shaped like a JSON object (or is empty, when `emptyIsMapping`): the shape
+// every evaluation checks before the check runs, without decoding; the check's decode finds what is malformed
+// inside.
+func isMapping(raw string, emptyIsMapping bool) bool {
+	trimmed := strings.TrimSpace(raw)
+	if trimmed == "" {
+		return emptyIsMapping
 	}
-	return json.Unmarshal(trimmed, into)
+	return trimmed[0] == '{'
 }

@@ -41,6 +41,15 @@ func check(request preflight.Request) preflight.Outcome {
 	}
 	switch behave := *probe.Spec.Behave; behave {
 	case "proceed":
+		// The generic reads, Object() and Config(), must see what the typed decodes saw.
+		generic, err := request.Object()
+		if err != nil || generic["spec"].(map[string]any)["behave"] != behave {
+			return preflight.Errorf("Object() read %v (%v)", generic, err)
+		}
+		genericConfig, err := request.Config()
+		if err != nil || genericConfig["greeting"] != settings.Greeting {
+			return preflight.Errorf("Config() read %v (%v)", genericConfig, err)
+		}
 		return preflight.Proceed().Because("Ready", "ready").
 			Output("namespace", request.Target.Namespace).
 			Output("greeting", settings.Greeting).
