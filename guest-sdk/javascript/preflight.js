@@ -114,6 +114,43 @@ function parseConfig(raw) {
  * refuse a configuration at load.
  */
 export function exports(check, validate) {
+  warmUp();
+  return exportsFor(check, validate);
+}
+
+/**
+ * Runs the SDK's own side of an evaluation (decoding, the outcomes, the jitter, the result) with a check of
+ * its own, never the author's, and calls no import. componentize-js runs the module's top level once, at
+ * build time, and snapshots it: SpiderMonkey compiles a function on its first call, so what runs here is
+ * compiled in the snapshot instead of in every fresh instance (a fresh evaluation of the example 0.87x).
+ */
+function warmUp() {
+  const sdkCheck = ({ object, config }) => {
+    const names = object.spec.dependsOn;
+    if (names.length === 0) {
+      return Outcome.proceed().because("Ready", "ready").output("key", String(config.retryAfterSeconds));
+    }
+    if (names[0] === "invalid") {
+      throw new InvalidObject("invalid");
+    }
+    return Outcome.requeueAfter(withJitter(config.retryAfterSeconds, 10, { namespace: "a", name: "b" })).because(
+      "Waiting",
+      `waiting for ${names.join(", ")}`,
+    );
+  };
+  const { evaluate, configure } = exportsFor(sdkCheck, undefined);
+  for (const dependsOn of [[], ["x"], ["invalid"]]) {
+    evaluate.check({
+      object: JSON.stringify({ apiVersion: "v1", kind: "Sample", metadata: { name: "b" }, spec: { dependsOn } }),
+      config: '{"retryAfterSeconds": 600}',
+      target: { group: "", version: "v1", kind: "Sample", namespace: "a", name: "b" },
+      now: { seconds: 0n, nanoseconds: 0 },
+    });
+  }
+  configure.validateConfig("{}");
+}
+
+function exportsFor(check, validate) {
   return {
     evaluate: {
       check(request) {
