@@ -74,7 +74,9 @@ enum Command {
     /// Pre-initialise a check: run its language runtime's start (and its SDK's warm-up) once, now, and write
     /// a copy of the component that begins from the state they left, so that every fresh instance skips
     /// them. For components that export `wizer-initialize` (the Go SDK's build, which runs this). Every
-    /// instance of the result starts from the same memory: the same random seeds included.
+    /// instance of the result starts from the same memory: the same random seeds included. Reproducible:
+    /// the start reads a fixed wall clock (the Unix epoch), a monotonic clock from zero and seeded
+    /// randomness, so the same build gives the same bytes.
     Snapshot(SnapshotArgs),
     /// Evaluate a check against every live object of its kind, read-only, and list the objects whose
     /// verdict would differ from what their `Preflight` condition says now, with totals: the "kubectl diff"

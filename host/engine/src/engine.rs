@@ -434,7 +434,9 @@ impl Engine {
             object: String::new(),
             config: config.to_owned(),
             target: crate::Target::default(),
-            now: SystemTime::now(),
+            // What a start reads from the wall clock lands in the snapshot: a fixed instant, so that the same
+            // build gives the same bytes.
+            now: SystemTime::UNIX_EPOCH,
         };
         let mut store = self.new_store(&request, limits, &Grants::default());
         let deadline = arm(&mut store, limits, started);
@@ -490,6 +492,7 @@ impl Engine {
             now: SystemTime::now(),
         };
         let mut store = self.new_store(&request, limits, &Grants::default());
+        store.data_mut().make_reproducible();
         let deadline = arm(&mut store, limits, Instant::now());
         let run = async {
             let instance = self

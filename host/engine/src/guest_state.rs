@@ -8,10 +8,12 @@ use crate::outbound_http::OutboundHttp;
 use crate::outcome::{CheckOutcome, Evaluation, LogLevel, LogLine};
 use crate::request::Target;
 use crate::stderr_tail::StderrTail;
+use rand::{SeedableRng, rngs::StdRng};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 /// How many bytes of log lines one evaluation may keep; further lines are counted and dropped.
@@ -44,6 +46,9 @@ pub(crate) struct GuestState {
     /// With it, the cell its wall clock reads, which [`GuestState::begin`] moves to each request's time (the
     /// context outlives one evaluation of a reused instance).
     wasi: Option<(WasiCtx, Arc<Mutex<SystemTime>>)>,
+    /// Whether WASI's randomness and monotonic clock are replaced by deterministic ones (see
+    /// [`GuestState::make_reproducible`]).
+    reproducible: bool,
     table: ResourceTable,
     pub logs: Vec<LogLine>,
     pub logs_dropped: usize,
@@ -87,6 +92,7 @@ impl GuestState {
             memory_limit,
             now,
             wasi: None,
+            reproducible: false,
             table: ResourceTable::new(),
             logs: Vec::new(),
             logs_dropped: 0,
@@ -97,6 +103,16 @@ impl GuestState {
             lookups: Lookups::new(grants, target),
             refusals,
         }
+    }
+
+    /// Makes what this store's instance reads from WASI the same on every run: randomness from a generator
+    /// with a fixed seed and a monotonic clock that starts at zero and advances one nanosecond per reading
+    /// (the wall clock is already the request's `now`). For pre-initialisation, whose snapshot keeps what the
+    /// start read (Go's runtime draws its seeds and reads the clock): the same build then gives the same
+    /// bytes, and the times a snapshot holds are earlier than any an instance of it reads later.
+    /// Call before the instance first uses WASI.
+    pub fn make_reproducible(&mut self) {
+        self.reproducible = true;
     }
 
     /// Outbound requests of this evaluation must be answered by `answer_by`.
@@ -312,22 +328,47 @@ impl WasiView for GuestState {
     /// discarded stdout, stderr kept only in a small tail (quoted when the check traps), no TCP, UDP or
     /// name lookup and every socket address denied, and a wall clock stopped at the request's time.
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        let (now, stderr) = (self.now, &self.stderr);
+        let (now, stderr, reproducible) = (self.now, &self.stderr, self.reproducible);
         let (ctx, _) = self.wasi.get_or_insert_with(|| {
             let clock = Arc::new(Mutex::new(now));
-            let ctx = WasiCtx::builder()
+            let mut builder = WasiCtx::builder();
+            builder
                 .wall_clock(StoppedWallClock(Arc::clone(&clock)))
                 .stderr(stderr.clone())
                 .allow_tcp(false)
                 .allow_udp(false)
-                .allow_ip_name_lookup(false)
-                .build();
-            (ctx, clock)
+                .allow_ip_name_lookup(false);
+            if reproducible {
+                builder
+                    .secure_random(StdRng::seed_from_u64(REPRODUCIBLE_SEED))
+                    .insecure_random(StdRng::seed_from_u64(REPRODUCIBLE_SEED))
+                    .insecure_random_seed(u128::from(REPRODUCIBLE_SEED))
+                    .monotonic_clock(SteppingMonotonicClock::default());
+            }
+            (builder.build(), clock)
         });
         WasiCtxView {
             ctx,
             table: &mut self.table,
         }
+    }
+}
+
+/// The seed of a reproducible context's generators: any fixed value.
+const REPRODUCIBLE_SEED: u64 = 0x7072_6566_6c69_6768; // "preflig"
+
+/// A monotonic clock for a reproducible context: zero, then one nanosecond more at each reading, so that
+/// a runtime waiting for time to pass still sees it pass.
+#[derive(Default)]
+struct SteppingMonotonicClock(AtomicU64);
+
+impl HostMonotonicClock for SteppingMonotonicClock {
+    fn resolution(&self) -> u64 {
+        1
+    }
+
+    fn now(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed)
     }
 }
 
