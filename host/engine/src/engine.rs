@@ -434,9 +434,7 @@ impl Engine {
             object: String::new(),
             config: config.to_owned(),
             target: crate::Target::default(),
-            // What a start reads from the wall clock lands in the snapshot: a fixed instant, so that the same
-            // build gives the same bytes.
-            now: SystemTime::UNIX_EPOCH,
+            now: SystemTime::now(),
         };
         let mut store = self.new_store(&request, limits, &Grants::default());
         let deadline = arm(&mut store, limits, started);
@@ -489,7 +487,9 @@ impl Engine {
             object: String::new(),
             config: String::new(),
             target: crate::Target::default(),
-            now: SystemTime::now(),
+            // What a start reads from the wall clock lands in the snapshot: a fixed instant, so that the same
+            // build gives the same bytes.
+            now: SystemTime::UNIX_EPOCH,
         };
         let mut store = self.new_store(&request, limits, &Grants::default());
         store.data_mut().make_reproducible();

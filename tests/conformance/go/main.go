@@ -22,6 +22,10 @@ type config struct {
 	Greeting string `json:"greeting"`
 }
 
+// startedAt is read by the runtime's start, which a pre-initialised build runs once, at build time, and keeps:
+// its snapshot must still be the same bytes from one build to the next (host/cli/tests/all/languages.rs).
+var startedAt = time.Now()
+
 // calls counts the evaluations this instance has served: 1 in a fresh instance, more when the host
 // reuses instances.
 var calls int

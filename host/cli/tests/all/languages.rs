@@ -608,19 +608,24 @@ fn preflight_snapshot_pre_initialises_a_go_build_and_refuses_a_check_it_cannot()
     // every instance; no Go code names a segment, so none is left.
     assert_eq!(starts_and_empty_segments(&built), (1, 0), "{built:?}");
     assert_eq!(starts_and_empty_segments(&snapshot), (0, 0), "{snapshot:?}");
-    // Reproducible: Go's start draws random seeds and reads the clocks, and the snapshot keeps them; the
-    // same build snapshotted again gives the same bytes (a rebuilt check keeps its digest).
-    let again = std::env::temp_dir().join(format!("snapshot-again-{}.wasm", std::process::id()));
-    let (status, said) = preflight(&[
-        "snapshot",
-        built.to_str().unwrap(),
-        "-o",
-        again.to_str().unwrap(),
-    ]);
-    assert_eq!(status, 0, "{said}");
-    let same = std::fs::read(&again).unwrap() == std::fs::read(&snapshot).unwrap();
-    std::fs::remove_file(&again).unwrap();
-    assert!(same, "two snapshots of {built:?} differ");
+    // Reproducible: Go's start draws random seeds and reads the clocks, and the snapshot keeps them (the
+    // conformance check also reads the wall clock into a package variable); the same build snapshotted again
+    // gives the same bytes (a rebuilt check keeps its digest).
+    for project in ["plugins/dependency-ready", "tests/conformance"] {
+        let (built, snapshot) = (build_go_check(project), go_check(project));
+        let again =
+            std::env::temp_dir().join(format!("snapshot-again-{}.wasm", std::process::id()));
+        let (status, said) = preflight(&[
+            "snapshot",
+            built.to_str().unwrap(),
+            "-o",
+            again.to_str().unwrap(),
+        ]);
+        assert_eq!(status, 0, "{said}");
+        let same = std::fs::read(&again).unwrap() == std::fs::read(&snapshot).unwrap();
+        std::fs::remove_file(&again).unwrap();
+        assert!(same, "two snapshots of {built:?} differ");
+    }
     // A check without the initialisation export (here the Rust build) is refused, and nothing is written.
     let output = std::env::temp_dir().join(format!("snapshot-{}.wasm", std::process::id()));
     let refused = Command::new(env!("CARGO_BIN_EXE_preflight"))
