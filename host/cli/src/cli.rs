@@ -508,6 +508,11 @@ struct ClusterRegistryArgs {
 }
 
 impl Cli {
+    /// Whether this command runs until it is stopped (the operator), rather than printing and exiting.
+    pub fn is_long_running(&self) -> bool {
+        matches!(self.command, Command::Operator(_))
+    }
+
     /// How to log: JSON at info level for the operator (unless told otherwise), warnings as text otherwise.
     pub fn logging(&self) -> (bool, &'static str) {
         match &self.command {

@@ -8,6 +8,9 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
+    if !args.is_long_running() {
+        end_quietly_on_a_closed_pipe();
+    }
     let (json, default_level) = args.logging();
     let directives = std::env::var("RUST_LOG").ok().map(|text| {
         let (stable, renamed) = stable_targets(&text);
@@ -92,3 +95,18 @@ mod tests {
         );
     }
 }
+
+/// A command whose output is piped into a reader that stops early (`preflight inspect check.wasm | head -3`)
+/// ends as other Unix tools do, by SIGPIPE, instead of panicking on the failed write: Rust ignores SIGPIPE
+/// by default. Not for the operator, which must outlive a closed log pipe.
+#[cfg(unix)]
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: setting a signal's disposition to its default before any thread is started touches no Rust
+    // state; the only effect is that a write to a closed pipe ends the process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn end_quietly_on_a_closed_pipe() {}

@@ -163,6 +163,26 @@ fn cli_run_caps_an_absurd_timeout_instead_of_crashing() {
 }
 
 #[test]
+fn cli_output_into_a_closed_pipe_ends_the_command_without_a_panic() {
+    // As `preflight inspect check.wasm | head -1` when head has already gone: the reading end is closed
+    // before the command starts, so its first write meets a closed pipe.
+    use std::os::unix::process::ExitStatusExt;
+    let check = build_check("maintenance-window");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args(["inspect", check.to_str().unwrap()])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!said.contains("panicked"), "{said}");
+    const SIGPIPE: i32 = 13;
+    assert_eq!(output.status.signal(), Some(SIGPIPE), "{said}");
+}
+
+#[test]
 fn cli_inspect_describes_a_check_and_rejects_what_is_not_one() {
     let check = build_check("maintenance-window");
     let (status, stdout) = preflight(&["inspect", "-o", "json", check.to_str().unwrap()]);
