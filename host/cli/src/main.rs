@@ -72,6 +72,21 @@ fn stable_targets(directives: &str) -> (String, bool) {
     (rewritten, renamed)
 }
 
+/// A command whose output is piped into a reader that stops early (`preflight inspect check.wasm | head -3`)
+/// ends as other Unix tools do, by SIGPIPE, instead of panicking on the failed write: Rust ignores SIGPIPE
+/// by default. Not for the operator, which must outlive a closed log pipe.
+#[cfg(unix)]
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: setting a signal's disposition to its default before any thread is started touches no Rust
+    // state; the only effect is that a write to a closed pipe ends the process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn end_quietly_on_a_closed_pipe() {}
+
 #[cfg(test)]
 mod tests {
     use super::stable_targets;
@@ -95,18 +110,3 @@ mod tests {
         );
     }
 }
-
-/// A command whose output is piped into a reader that stops early (`preflight inspect check.wasm | head -3`)
-/// ends as other Unix tools do, by SIGPIPE, instead of panicking on the failed write: Rust ignores SIGPIPE
-/// by default. Not for the operator, which must outlive a closed log pipe.
-#[cfg(unix)]
-fn end_quietly_on_a_closed_pipe() {
-    // SAFETY: setting a signal's disposition to its default before any thread is started touches no Rust
-    // state; the only effect is that a write to a closed pipe ends the process.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}
-
-#[cfg(not(unix))]
-fn end_quietly_on_a_closed_pipe() {}
