@@ -253,10 +253,10 @@ func parseConfig(raw string) (map[string]any, error) {
 }
 
 func decodeConfig(raw string, into any) error {
-	if !isMapping(raw, true) {
+	trimmed := strings.TrimSpace(raw)
+	if !isMapping(trimmed, true) {
 		return errors.New("the configuration must be a mapping")
 	}
-	trimmed := strings.TrimSpace(raw)
 	if trimmed == "" {
 		return nil
 	}

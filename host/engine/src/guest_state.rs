@@ -355,7 +355,7 @@ impl WasiView for GuestState {
 }
 
 /// The seed of a reproducible context's generators: any fixed value.
-const REPRODUCIBLE_SEED: u64 = 0x7072_6566_6c69_6768; // "preflig"
+const REPRODUCIBLE_SEED: u64 = 0x7072_6566_6c69_6768; // "prefligh" in ASCII
 
 /// A monotonic clock for a reproducible context: zero, then one nanosecond more at each reading, so that
 /// a runtime waiting for time to pass still sees it pass.
