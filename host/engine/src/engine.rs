@@ -162,10 +162,12 @@ impl Engine {
             .max_memory_size(config.max_memory_bytes)
             // Reuse of pool slots dominates the cost of a fresh instance under load: keep a little memory
             // resident instead of returning it to the kernel, and batch the rest (see docs/performance.md).
+            // A slot waiting in a batch cannot be allocated, so a batch holds at most an eighth of the pool:
+            // batches of 16 in a pool of 2 slots failed one evaluation in a hundred for want of a memory.
             .linear_memory_keep_resident(4 << 20)
             .table_keep_resident(64 << 10)
             .async_stack_keep_resident(256 << 10)
-            .decommit_batch_size(16)
+            .decommit_batch_size((slots as usize / 8).clamp(1, 16))
             .pagemap_scan(pagemap_scan_for(
                 std::fs::read_to_string("/proc/swaps").ok().as_deref(),
             ));
