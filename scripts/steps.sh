@@ -8,6 +8,7 @@
 # an API server) shows far less CPU than wall time, a compile up to twice its wall time on two cores.
 
 steps=()
+ticks_per_second=$(getconf CLK_TCK)
 current_step=
 step_started=0
 step_cpu_started=0
@@ -22,8 +23,7 @@ children_cpu_ticks() {
 }
 
 step_line() { # name [suffix]
-  local ticks_per_second cpu
-  ticks_per_second=$(getconf CLK_TCK)
+  local cpu
   cpu=$((($(children_cpu_ticks) - step_cpu_started) / ticks_per_second))
   printf '%6ss %6ss  %s%s' $((SECONDS - step_started)) "$cpu" "$1" "${2:-}"
 }
@@ -39,9 +39,8 @@ step() { # name command...
 }
 
 steps_report() { # script-name [exit-status]
-  local status=${2:-0} ticks_per_second
+  local status=${2:-0}
   [[ -z $current_step ]] || steps+=("$(step_line "$current_step" " (failed: $status)")")
-  ticks_per_second=$(getconf CLK_TCK)
   echo "$1: step times (wall, CPU)"
   printf '  %s\n' "${steps[@]}"
   printf '  %6ss %6ss  %s\n' "$SECONDS" $(($(children_cpu_ticks) / ticks_per_second)) "in all"
