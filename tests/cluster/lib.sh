@@ -6,9 +6,6 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${PREFLIGHT_CACHE:-$HOME/.cache/preflight}
 state=${PREFLIGHT_CLUSTER_DIR:-$cache/cluster}
 bin_dir=$cache/bin
-export GOMODCACHE=${GOMODCACHE:-$cache/go/mod}
-export GOCACHE=${GOCACHE:-$cache/go/build}
-export GOFLAGS="${GOFLAGS:-} -modcacherw"
 
 # Versions come from go.mod, the single place they are pinned.
 kube_version=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$here/go.mod")

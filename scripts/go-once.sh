@@ -1,0 +1,11 @@
+# Sourced by the scripts that build a Go program once into the cache (tests/cluster/build: the control plane;
+# tests/registry/build: the registry, oras and cosign; bench/peers/build). Such a build's module sources and
+# compiled packages serve that build only (7.7 GB for the control plane and the registry tools on a fresh
+# machine, where they filled the disk of a machine that reruns CI), so they go to a scratch directory beside
+# the cache, removed when the script ends; the cache keeps the binaries. Sets GOMODCACHE, GOCACHE, GOFLAGS.
+mkdir -p "${PREFLIGHT_CACHE:-$HOME/.cache/preflight}"
+go_scratch=$(mktemp -d "${PREFLIGHT_CACHE:-$HOME/.cache/preflight}/go-scratch.XXXXXX")
+trap 'rm -rf "$go_scratch"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+export GOMODCACHE=$go_scratch/modules GOCACHE=$go_scratch/cache GOFLAGS="${GOFLAGS:-} -modcacherw"
