@@ -441,6 +441,10 @@ struct OperatorArgs {
     /// Directory for compiled checks, kept across restarts (an emptyDir in the Deployment).
     #[arg(long, env = "PREFLIGHT_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// The most compiled checks the cache directory keeps, in bytes: beyond it, the least recently used
+    /// go (keep it below the emptyDir's sizeLimit, which evicts the pod).
+    #[arg(long, env = "PREFLIGHT_CACHE_MAX_SIZE", default_value = "256MiB", value_parser = preflight_engine::parse_size)]
+    cache_max_size: usize,
     /// Evaluations that may run at once.
     #[arg(long, env = "PREFLIGHT_MAX_CONCURRENT_EVALUATIONS", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_concurrent_evaluations: u32,

@@ -1,21 +1,35 @@
 //! Precompiled checks on local disk, keyed by the component's digest and the engine's compatibility hash,
 //! so that a restart (or a second replica on the node) deserialises in microseconds instead of compiling.
+//!
+//! The directory is bounded: every new version of a check adds a file (35 MiB for a Python check), and an
+//! operator's cache is an emptyDir whose size limit gets the pod evicted. After each write the least
+//! recently used files go until the rest fit the budget; a file's modification time is its last use (it is
+//! touched when loaded), so the files of another engine version, never loaded here, go first.
 
 use crate::digest::Digest;
 use crate::error::Error;
 use sha2::{Digest as _, Sha256};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 use wasmtime::component::Component;
 
-/// A directory of `<digest>-<engine hash>.cwasm` files written by this process or an identical engine.
+/// File name extension of a compiled check.
+const COMPILED_EXTENSION: &str = "cwasm";
+
+/// Age past which a temporary file is a leftover of a process that died while writing it.
+const LEFTOVER_AGE: Duration = Duration::from_secs(3600);
+
+/// A directory of `<digest>-<engine hash>.cwasm` files written by this process or an identical engine, of
+/// at most `max_bytes` in all.
 pub(crate) struct DiskCache {
     dir: PathBuf,
     engine_hash: String,
+    max_bytes: u64,
 }
 
 impl DiskCache {
-    pub fn open(dir: &Path, engine: &wasmtime::Engine) -> Result<Self, Error> {
+    pub fn open(dir: &Path, engine: &wasmtime::Engine, max_bytes: u64) -> Result<Self, Error> {
         std::fs::create_dir_all(dir).map_err(|source| Error::Cache {
             path: dir.to_owned(),
             source,
@@ -26,6 +40,7 @@ impl DiskCache {
         Ok(Self {
             dir: dir.to_owned(),
             engine_hash,
+            max_bytes,
         })
     }
 
@@ -40,7 +55,10 @@ impl DiskCache {
         // of an engine with the same compatibility hash (it is part of the file name). A damaged file fails
         // wasmtime's header checks and is recompiled and overwritten.
         match unsafe { Component::deserialize(engine, &bytes) } {
-            Ok(component) => Some(component),
+            Ok(component) => {
+                touch(&path);
+                Some(component)
+            }
             Err(error) => {
                 tracing::warn!(path = %path.display(), %error, "ignoring an unusable precompiled check");
                 None
@@ -48,25 +66,97 @@ impl DiskCache {
         }
     }
 
-    /// Writes the compiled form of `digest`, atomically (temporary file + rename). Failures are logged, not
-    /// fatal: the cache only saves time.
+    /// Writes the compiled form of `digest`, atomically (temporary file + rename), then evicts the least
+    /// recently used files beyond the budget. Failures are logged, not fatal: the cache only saves time.
     pub fn store(&self, digest: Digest, component: &Component) {
         let path = self.path(digest);
         let temporary = path.with_extension(format!("tmp{}", std::process::id()));
         let written = component
             .serialize()
             .map_err(|error| error.to_string())
-            .and_then(|bytes| std::fs::write(&temporary, bytes).map_err(|error| error.to_string()))
+            .and_then(|bytes| {
+                if bytes.len() as u64 > self.max_bytes {
+                    return Err(format!(
+                        "its {} bytes exceed the cache's budget of {}",
+                        bytes.len(),
+                        self.max_bytes
+                    ));
+                }
+                std::fs::write(&temporary, bytes).map_err(|error| error.to_string())
+            })
             .and_then(|()| std::fs::rename(&temporary, &path).map_err(|error| error.to_string()));
-        if let Err(error) = written {
-            let _ = std::fs::remove_file(&temporary);
-            tracing::warn!(path = %path.display(), %error, "could not cache a compiled check");
+        match written {
+            Ok(()) => self.evict_beyond_budget(&path),
+            Err(error) => {
+                let _ = std::fs::remove_file(&temporary);
+                tracing::warn!(path = %path.display(), %error, "could not cache a compiled check");
+            }
+        }
+    }
+
+    /// Removes the least recently used compiled checks (any engine's) until the rest, `kept` among them,
+    /// fit the budget, and temporary files left by processes that died while writing.
+    fn evict_beyond_budget(&self, kept: &Path) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let now = SystemTime::now();
+        let mut compiled = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(metadata) = entry.metadata() else {
+                continue;
+            };
+            let modified = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            let extension = path.extension().and_then(|extension| extension.to_str());
+            match extension {
+                Some(COMPILED_EXTENSION) => compiled.push((modified, metadata.len(), path)),
+                Some(extension) if extension.starts_with("tmp") => {
+                    let age = now.duration_since(modified).unwrap_or_default();
+                    if age > LEFTOVER_AGE {
+                        let _ = std::fs::remove_file(&path);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut total: u64 = compiled.iter().map(|(_, bytes, _)| bytes).sum();
+        compiled.sort();
+        let (mut evicted, mut freed) = (0, 0);
+        for (_, bytes, path) in compiled {
+            if total <= self.max_bytes {
+                break;
+            }
+            if path != kept && std::fs::remove_file(&path).is_ok() {
+                total -= bytes;
+                evicted += 1;
+                freed += bytes;
+            }
+        }
+        if evicted > 0 {
+            tracing::info!(
+                dir = %self.dir.display(),
+                evicted,
+                freed_bytes = freed,
+                max_bytes = self.max_bytes,
+                "evicted the least recently used compiled checks"
+            );
         }
     }
 
     fn path(&self, digest: Digest) -> PathBuf {
-        self.dir
-            .join(format!("{digest}-{}.cwasm", self.engine_hash))
+        self.dir.join(format!(
+            "{digest}-{}.{COMPILED_EXTENSION}",
+            self.engine_hash
+        ))
+    }
+}
+
+/// Marks `path` used now (its modification time), for the eviction order. Best effort: a file that cannot
+/// be touched is only evicted sooner.
+fn touch(path: &Path) {
+    if let Ok(file) = std::fs::File::options().write(true).open(path) {
+        let _ = file.set_modified(SystemTime::now());
     }
 }
 

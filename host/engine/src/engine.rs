@@ -51,6 +51,9 @@ pub struct EngineConfig {
     pub epoch_tick: Duration,
     /// Where to keep precompiled checks across restarts; `None` keeps them in memory only.
     pub cache_dir: Option<PathBuf>,
+    /// The most bytes of precompiled checks `cache_dir` holds: beyond it, the least recently used go (a
+    /// Python check compiles to 35 MiB, and every new version of a check adds a file).
+    pub cache_max_bytes: u64,
 }
 
 impl Default for EngineConfig {
@@ -61,6 +64,7 @@ impl Default for EngineConfig {
             max_memory_bytes: 256 << 20,
             epoch_tick: Duration::from_millis(10),
             cache_dir: None,
+            cache_max_bytes: 1 << 30,
         }
     }
 }
@@ -183,7 +187,7 @@ impl Engine {
         let disk = config
             .cache_dir
             .as_deref()
-            .map(|dir| DiskCache::open(dir, &engine))
+            .map(|dir| DiskCache::open(dir, &engine, config.cache_max_bytes))
             .transpose()?;
         Ok(Self {
             _ticker: EpochTicker::start(engine.clone(), config.epoch_tick),

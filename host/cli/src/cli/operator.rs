@@ -42,6 +42,7 @@ pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
             max_concurrent_evaluations: args.max_concurrent_evaluations,
             max_memory_bytes: args.max_memory,
             cache_dir: args.cache_dir,
+            cache_max_bytes: args.cache_max_size as u64,
             ..EngineConfig::default()
         },
         kind_retry: args.kind_retry,

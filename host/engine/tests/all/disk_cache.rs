@@ -68,3 +68,103 @@ async fn a_second_engine_loads_the_precompiled_check_and_a_damaged_file_is_repla
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn engine_with_budget(dir: &std::path::Path, cache_max_bytes: u64) -> Engine {
+    Engine::new(EngineConfig {
+        cache_dir: Some(dir.to_owned()),
+        cache_max_bytes,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+fn set_age(path: &std::path::Path, age: std::time::Duration) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(SystemTime::now() - age)
+        .unwrap();
+}
+
+#[test]
+fn the_cache_keeps_its_budget_by_evicting_the_least_recently_used() {
+    let dir = std::env::temp_dir().join(format!("preflight-cache-budget-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let [first, second, third] = [
+        "required-metadata",
+        "dependency-ready",
+        "maintenance-window",
+    ]
+    .map(check_bytes);
+    let sizes = [&first, &second, &third].map(|bytes| {
+        let digest = engine(&dir).load(bytes).unwrap().digest().to_string();
+        let file = cached_files(&dir)
+            .into_iter()
+            .find(|file| file.to_string_lossy().contains(&digest))
+            .unwrap();
+        std::fs::metadata(&file).unwrap().len()
+    });
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // Room for all three but one byte, so one must go when the third is written.
+    let budget = sizes.iter().sum::<u64>() - 1;
+    let first_digest = engine_with_budget(&dir, budget)
+        .load(&first)
+        .unwrap()
+        .digest();
+    let second_digest = engine_with_budget(&dir, budget)
+        .load(&second)
+        .unwrap()
+        .digest();
+    let older_engines = dir.join(format!("{}-0000000000000000.cwasm", "ab".repeat(32)));
+    std::fs::write(&older_engines, b"compiled by another engine").unwrap();
+    let leftover = dir.join(format!("{}-0000000000000000.tmp1", "cd".repeat(32)));
+    std::fs::write(&leftover, b"half written").unwrap();
+    for (file, hours) in [(&older_engines, 1), (&leftover, 2)] {
+        set_age(file, std::time::Duration::from_secs(hours * 3600));
+    }
+    let cached_file_of = |digest: &str| {
+        cached_files(&dir)
+            .into_iter()
+            .find(|file| file.to_string_lossy().contains(digest))
+    };
+    set_age(
+        &cached_file_of(&first_digest.to_string()).unwrap(),
+        std::time::Duration::from_secs(60),
+    );
+    set_age(
+        &cached_file_of(&second_digest.to_string()).unwrap(),
+        std::time::Duration::from_secs(30),
+    );
+    // Used again: the first check is now the most recently used of the two.
+    engine_with_budget(&dir, budget).load(&first).unwrap();
+    let third_digest = engine_with_budget(&dir, budget)
+        .load(&third)
+        .unwrap()
+        .digest();
+
+    let mut left: Vec<_> = cached_files(&dir)
+        .iter()
+        .map(|file| file.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    let mut expected: Vec<_> = [first_digest, third_digest]
+        .iter()
+        .map(|digest| cached_file_of(&digest.to_string()).unwrap())
+        .map(|file| file.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    expected.sort();
+    assert_eq!(
+        left, expected,
+        "the other engine's file, the leftover and the least recently used check went"
+    );
+
+    let tiny = engine_with_budget(&dir, 1000);
+    assert!(
+        tiny.load(&second).is_ok(),
+        "a check beyond the budget still loads"
+    );
+    assert_eq!(cached_files(&dir).len(), 2, "but is not kept");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
