@@ -8,10 +8,14 @@
 //! so that a signed check is verified again, offline, when its registry is down). Every read is verified
 //! against the names, so a damaged file is a miss, never wrong bytes (signatures verify themselves); every
 //! write is a rename, so a crash leaves no half file.
+//!
+//! Every pull of a new version adds files; [`ArtifactCache::retain`] removes all but the versions a caller
+//! still uses (the operator: what its check ConfigMaps name now, what a restart would load).
 
 use crate::artifact::component_layer;
 use crate::registry::verify;
 use crate::{CheckReference, ImageSignature, Pulled, sha256_digest};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// A directory of pulled checks.
@@ -112,6 +116,63 @@ impl ArtifactCache {
         }
     }
 
+    /// Removes every version but the manifests `in_use` (`sha256:…` digests): other manifests, their
+    /// signatures, components no kept manifest names, and tags that resolve to a removed manifest. Returns
+    /// how many files went; failures are logged. The caller keeps pulls from writing meanwhile (a manifest
+    /// written before its digest is recorded as in use would go).
+    pub fn retain(&self, in_use: &HashSet<&str>) -> usize {
+        let mut removed = 0;
+        let mut remove = |path: &Path| match std::fs::remove_file(path) {
+            Ok(()) => removed += 1,
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "cannot remove a cached check")
+            }
+        };
+        let mut layers = HashSet::new();
+        for (path, digest) in self.files("manifests", ".json") {
+            if in_use.contains(digest.as_str()) {
+                let manifest = std::fs::read(&path).unwrap_or_default();
+                if let Ok(layer) = component_layer(&digest, &manifest, u64::MAX) {
+                    layers.insert(layer.digest);
+                }
+            } else {
+                remove(&path);
+            }
+        }
+        for (path, digest) in self.files("signatures", ".json") {
+            if !in_use.contains(digest.as_str()) {
+                remove(&path);
+            }
+        }
+        for (path, digest) in self.files("components", ".wasm") {
+            if !layers.contains(&digest) {
+                remove(&path);
+            }
+        }
+        for (path, _) in self.files("tags", "") {
+            let resolved = std::fs::read_to_string(&path).unwrap_or_default();
+            if !in_use.contains(resolved.trim()) {
+                remove(&path);
+            }
+        }
+        removed
+    }
+
+    /// The files in `<dir>/<kind>` named `<hex><extension>`, with the `sha256:<hex>` digest each names.
+    fn files(&self, kind: &str, extension: &str) -> Vec<(PathBuf, String)> {
+        let Ok(entries) = std::fs::read_dir(self.dir.join(kind)) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                let hex = name.strip_suffix(extension)?;
+                (hex.len() == 64).then(|| (entry.path(), format!("sha256:{hex}")))
+            })
+            .collect()
+    }
+
     /// `<dir>/<kind>/<hex>.<extension>` for a `sha256:<64 hex>` digest; `None` for anything else (a digest
     /// names a file: it must not be able to name any other).
     fn file(&self, kind: &str, digest: &str, extension: &str) -> Option<PathBuf> {
@@ -143,6 +204,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ImageSignature;
     use crate::artifact::Artifact;
 
     #[test]
@@ -183,5 +245,53 @@ mod tests {
         std::fs::write(&path, b"other bytes").unwrap();
         assert!(cache.get(&tagged, &digest, 1 << 20).is_none(), "damaged");
         assert!(cache.get(&tagged, "sha256:../../x", 1 << 20).is_none());
+    }
+
+    #[test]
+    fn retain_keeps_the_versions_in_use_and_removes_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ArtifactCache::new(dir.path());
+        let version = |tag: &str, bytes: &[u8]| {
+            let component = [b"\0asm\x0d\0\x01\0".as_slice(), bytes].concat();
+            let manifest = Artifact::of(&component).manifest;
+            let pulled = Pulled {
+                manifest_digest: sha256_digest(&manifest),
+                manifest,
+                component,
+            };
+            let reference = CheckReference::parse(&format!("oci://localhost:5000/{tag}")).unwrap();
+            cache.put(&reference, &pulled);
+            let signature = ImageSignature {
+                payload: b"{}".to_vec(),
+                signature: String::new(),
+            };
+            cache.put_signatures(&pulled.manifest_digest, &[signature]);
+            (reference, pulled.manifest_digest)
+        };
+        let (tagged, in_use) = version("ready:1", b"first");
+        let (replaced_tag, replaced) = version("ready:2", b"second");
+        let pinned_digest = sha256_digest(&Artifact::of(b"\0asm\x0d\0\x01\0third").manifest);
+        let (pinned, pinned_in_use) = version(&format!("other@{pinned_digest}"), b"third");
+        assert_eq!(pinned_in_use, pinned_digest);
+
+        let removed = cache.retain(&HashSet::from([in_use.as_str(), pinned_in_use.as_str()]));
+        assert_eq!(
+            removed, 4,
+            "the replaced version's manifest, component, signatures and tag"
+        );
+        assert!(cache.get(&tagged, &in_use, 1 << 20).is_some());
+        assert_eq!(
+            cache.last_resolved(&tagged).as_deref(),
+            Some(in_use.as_str())
+        );
+        assert!(cache.signatures(&in_use).is_some());
+        assert!(cache.get(&pinned, &pinned_in_use, 1 << 20).is_some());
+        assert!(cache.get(&replaced_tag, &replaced, 1 << 20).is_none());
+        assert!(cache.last_resolved(&replaced_tag).is_none());
+        assert!(cache.signatures(&replaced).is_none());
+        let components = std::fs::read_dir(dir.path().join("components"))
+            .unwrap()
+            .count();
+        assert_eq!(components, 2);
     }
 }

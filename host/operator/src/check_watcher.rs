@@ -127,6 +127,7 @@ impl CheckWatcher {
                     for gone in known.iter().filter(|name| !listed.contains(*name)) {
                         loader.delete(gone);
                     }
+                    loader.watcher.oci.initial_loads_done();
                     synced.send_replace(true);
                 }
                 Ok(watcher::Event::Apply(config_map)) => drop(loader.apply(config_map)),
@@ -453,6 +454,12 @@ impl Loader {
     /// Removes a check whose ConfigMap is gone; a compile still running for it is dropped when it ends.
     fn delete(&self, name: &str) {
         self.supersede(name);
+        if let Some(kept) = &self.watcher.kept {
+            kept.forget(name);
+        }
+        if self.watcher.oci.forget(name) {
+            self.watcher.oci.sweep();
+        }
         let mut progress = self.progress();
         progress.load_retries.remove(name);
         progress.in_parts.remove(name);
@@ -543,12 +550,17 @@ fn load_version(
                 .then(|| source.component.clone());
             let check = LoadedCheck::load(engine, source)?;
             if let (Some(kept), Some(component)) = (kept, component) {
-                kept.keep(&check.digest().to_string(), &component);
+                kept.keep(
+                    &check_name(config_map),
+                    &check.digest().to_string(),
+                    &component,
+                );
             }
             Ok((check, None))
         }
         Err(rejection) => {
-            let Some(stand_in) = kept.and_then(|kept| kept.stand_in(config_map)) else {
+            let stand_in = kept.and_then(|kept| kept.stand_in(&check_name(config_map), config_map));
+            let Some(stand_in) = stand_in else {
                 return Err(rejection);
             };
             check_source::from_config_maps(&stand_in, &[], defaults)

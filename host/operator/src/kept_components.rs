@@ -5,6 +5,10 @@
 //!
 //! The copy stands in only for the parts: the check ConfigMap (its settings and its `sha256` pin) must
 //! still be there, and the copy must decompress to a component with that digest, as parts must.
+//!
+//! One copy per check: only the version the ConfigMap pins can stand in, so keeping a new version removes
+//! the copy of the one it replaces, and removing a check removes its copy. The directory (an emptyDir whose
+//! size limit evicts the pod) holds at most one copy per check in parts, however often checks change.
 
 use crate::config_map_format::{COMPONENT_KEY, PARTS_KEY};
 use k8s_openapi::ByteString;
@@ -14,7 +18,11 @@ use std::path::{Path, PathBuf};
 /// zstd level of the kept copies: fast to write on the load path; the copies are not shipped anywhere.
 const KEPT_LEVEL: i32 = 3;
 
-/// A directory of `<sha256>.wasm.zst` files.
+/// File name ending of a kept copy.
+const COPY_SUFFIX: &str = ".wasm.zst";
+
+/// A directory of `<namespace>_<name>_<sha256>.wasm.zst` files: per check, the version last loaded from its
+/// parts (`_` is in neither a namespace nor a ConfigMap name, so a check's prefix names its files only).
 #[derive(Debug)]
 pub(crate) struct KeptComponents {
     dir: PathBuf,
@@ -35,32 +43,43 @@ impl KeptComponents {
         }
     }
 
-    /// Keeps `component`, whose sha256 is `digest`, unless a copy exists. Failures are logged, not fatal.
-    pub fn keep(&self, digest: &str, component: &[u8]) {
-        let Some(path) = self.path(digest) else {
+    /// Keeps `component`, whose sha256 is `digest`, as the copy of `check` (`namespace/name`), unless it is
+    /// kept already, and removes the copies of the check's other versions. Failures are logged, not fatal.
+    pub fn keep(&self, check: &str, digest: &str, component: &[u8]) {
+        let Some(path) = self.path(check, digest) else {
             return;
         };
-        if path.exists() {
-            return;
+        if !path.exists() {
+            self.write(&path, component);
         }
+        self.remove_copies_of(check, Some(&path));
+    }
+
+    /// Removes the copy kept of `check` (`namespace/name`), whose ConfigMap is gone.
+    pub fn forget(&self, check: &str) {
+        self.remove_copies_of(check, None);
+    }
+
+    fn write(&self, path: &Path, component: &[u8]) {
         let temporary = path.with_extension(format!("tmp{}", std::process::id()));
         let written = zstd::encode_all(component, KEPT_LEVEL)
             .and_then(|bytes| std::fs::write(&temporary, bytes))
-            .and_then(|()| std::fs::rename(&temporary, &path));
+            .and_then(|()| std::fs::rename(&temporary, path));
         if let Err(error) = written {
             let _ = std::fs::remove_file(&temporary);
             tracing::warn!(path = %path.display(), %error, "cannot keep a copy of a check in parts");
         }
     }
 
-    /// The check ConfigMap `config_map` (in parts) as if it carried its component itself, from the copy
-    /// kept of the version it pins; `None` when it is not in parts or no copy of that version is kept.
-    pub fn stand_in(&self, config_map: &ConfigMap) -> Option<ConfigMap> {
+    /// The check ConfigMap `config_map` of `check` (in parts) as if it carried its component itself, from
+    /// the copy kept of the version it pins; `None` when it is not in parts or no copy of that version is
+    /// kept.
+    pub fn stand_in(&self, check: &str, config_map: &ConfigMap) -> Option<ConfigMap> {
         let data = config_map.data.as_ref()?;
         if !data.contains_key(PARTS_KEY) {
             return None;
         }
-        let bytes = std::fs::read(self.path(data.get("sha256")?.trim())?).ok()?;
+        let bytes = std::fs::read(self.path(check, data.get("sha256")?.trim())?).ok()?;
         let mut stand_in = config_map.clone();
         if let Some(data) = stand_in.data.as_mut() {
             data.remove(PARTS_KEY);
@@ -69,19 +88,66 @@ impl KeptComponents {
         Some(stand_in)
     }
 
-    /// The file of `digest`; `None` unless it is 64 hexadecimal digits (it names a file).
-    fn path(&self, digest: &str) -> Option<PathBuf> {
+    /// Removes the kept copies of `check` but `except`. Failures are logged.
+    fn remove_copies_of(&self, check: &str, except: Option<&Path>) {
+        let (Some(prefix), Ok(entries)) = (file_prefix(check), std::fs::read_dir(&self.dir)) else {
+            return;
+        };
+        for path in entries.flatten().map(|entry| entry.path()) {
+            let name = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or_default();
+            if name.starts_with(&prefix)
+                && name.ends_with(COPY_SUFFIX)
+                && Some(path.as_path()) != except
+            {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {
+                        tracing::info!(path = %path.display(), "removed the kept copy of a replaced or removed version")
+                    }
+                    Err(error) => {
+                        tracing::warn!(path = %path.display(), %error, "cannot remove a kept copy")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The file of `check`'s version `digest`; `None` unless the digest is 64 hexadecimal digits and the
+    /// check a `namespace/name` of DNS characters (both name a file).
+    fn path(&self, check: &str, digest: &str) -> Option<PathBuf> {
+        let prefix = file_prefix(check)?;
         (digest.len() == 64 && digest.bytes().all(|byte| byte.is_ascii_hexdigit())).then(|| {
-            self.dir
-                .join(format!("{}.wasm.zst", digest.to_ascii_lowercase()))
+            self.dir.join(format!(
+                "{prefix}{}{COPY_SUFFIX}",
+                digest.to_ascii_lowercase()
+            ))
         })
     }
+}
+
+/// `<namespace>_<name>_` for the check `namespace/name`; `None` unless both are made of the characters
+/// Kubernetes allows in them (lower-case letters, digits, `-` and `.`), so that the prefix names a file in
+/// the directory and no other check's.
+fn file_prefix(check: &str) -> Option<String> {
+    let (namespace, name) = check.split_once('/')?;
+    let allowed = |part: &str| {
+        !part.is_empty()
+            && !part.starts_with('.')
+            && part.bytes().all(|byte| {
+                byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"-.".contains(&byte)
+            })
+    };
+    (allowed(namespace) && allowed(name)).then(|| format!("{namespace}_{name}_"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    const CHECK: &str = "team-a/deps";
 
     fn in_parts(digest: &str) -> ConfigMap {
         ConfigMap {
@@ -100,11 +166,11 @@ mod tests {
         let kept = KeptComponents::open(&dir).unwrap();
         let digest = "ab".repeat(32);
         assert!(
-            kept.stand_in(&in_parts(&digest)).is_none(),
+            kept.stand_in(CHECK, &in_parts(&digest)).is_none(),
             "nothing kept yet"
         );
-        kept.keep(&digest, b"component bytes");
-        let stand_in = kept.stand_in(&in_parts(&digest)).unwrap();
+        kept.keep(CHECK, &digest, b"component bytes");
+        let stand_in = kept.stand_in(CHECK, &in_parts(&digest)).unwrap();
         let data = stand_in.data.as_ref().unwrap();
         assert!(!data.contains_key(PARTS_KEY) && data.contains_key("config"));
         let compressed = &stand_in.binary_data.as_ref().unwrap()[COMPONENT_KEY].0;
@@ -113,13 +179,55 @@ mod tests {
             b"component bytes"
         );
         assert!(
-            kept.stand_in(&in_parts(&"cd".repeat(32))).is_none(),
+            kept.stand_in(CHECK, &in_parts(&"cd".repeat(32))).is_none(),
             "another version"
         );
         let mut whole = in_parts(&digest);
         whole.data.as_mut().unwrap().remove(PARTS_KEY);
-        assert!(kept.stand_in(&whole).is_none(), "not in parts");
-        assert!(kept.stand_in(&in_parts("../../etc/passwd")).is_none());
+        assert!(kept.stand_in(CHECK, &whole).is_none(), "not in parts");
+        assert!(
+            kept.stand_in(CHECK, &in_parts("../../etc/passwd"))
+                .is_none()
+        );
+        assert!(kept.stand_in("../x", &in_parts(&digest)).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_check_keeps_one_copy_the_one_its_newest_version_loaded() {
+        let dir = std::env::temp_dir().join(format!("preflight-kept-one-{}", std::process::id()));
+        let kept = KeptComponents::open(&dir).unwrap();
+        let files = || {
+            let mut names: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        let (first, second) = ("ab".repeat(32), "cd".repeat(32));
+        kept.keep(CHECK, &first, b"first version");
+        kept.keep("team-a/deps-two", &first, b"another check, same bytes");
+        kept.keep(CHECK, &second, b"second version");
+        assert_eq!(
+            files(),
+            [
+                format!("team-a_deps-two_{first}.wasm.zst"),
+                format!("team-a_deps_{second}.wasm.zst")
+            ],
+            "the replaced version's copy went, the other check's stayed"
+        );
+        assert!(kept.stand_in(CHECK, &in_parts(&first)).is_none());
+        assert!(kept.stand_in(CHECK, &in_parts(&second)).is_some());
+
+        kept.forget(CHECK);
+        assert_eq!(files(), [format!("team-a_deps-two_{first}.wasm.zst")]);
+        kept.keep("Team-A/deps", &first, b"not a Kubernetes name");
+        assert_eq!(
+            files().len(),
+            1,
+            "nothing kept under a name that is not a check's"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

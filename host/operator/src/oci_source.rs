@@ -6,6 +6,10 @@
 //! secret is missing, is tried again after a backoff (see `PulledComponent::retry`). A check whose signature
 //! policy asks for signatures is verified against the cosign signatures stored beside it (kept in the
 //! cache too, so that it verifies again while its registry is down).
+//!
+//! The cache keeps what a restart would load: per check, the version it last pulled. Once the initial
+//! loads are done, and whenever a check pulls another version or goes, every other version is removed
+//! (the cache is on an emptyDir whose size limit evicts the pod).
 
 use crate::check_source::oci_reference;
 use crate::config_map_format::MAX_COMPONENT_BYTES;
@@ -15,6 +19,9 @@ use kube::{Client, ResourceExt};
 use preflight_oci::{
     ArtifactCache, Credentials, OciError, Origin, Registry, RegistryOptions, SignaturePolicy,
 };
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::info;
 
 /// The key of a pull secret's docker config.
@@ -24,6 +31,15 @@ const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
 pub(crate) struct OciSources {
     registry: Registry,
     cache: Option<ArtifactCache>,
+    /// Per check (`namespace/name`), the manifest digest it last pulled.
+    in_use: Mutex<HashMap<String, String>>,
+    /// Whether the initial loads are done: before, `in_use` is incomplete and nothing is swept.
+    synced: AtomicBool,
+    /// Pulls hold it shared from their first write to the cache until they record what they pulled; a
+    /// sweep takes it alone, without waiting: when pulls are in flight, the last of them sweeps.
+    writing: tokio::sync::RwLock<()>,
+    /// A sweep was put off for pulls in flight.
+    sweep_due: AtomicBool,
 }
 
 /// A check's component as pulled: the bytes (or why there are none), and what to report beside bytes
@@ -48,7 +64,53 @@ impl OciSources {
         Self {
             registry: Registry::new(options),
             cache,
+            in_use: Mutex::default(),
+            synced: AtomicBool::new(false),
+            writing: tokio::sync::RwLock::new(()),
+            sweep_due: AtomicBool::new(false),
         }
+    }
+
+    /// The initial loads are done: from now on the cache keeps only what the checks use.
+    pub fn initial_loads_done(&self) {
+        self.synced.store(true, Ordering::SeqCst);
+        self.sweep();
+    }
+
+    /// `check` is gone, or no longer from a registry: the version it pulled need not be kept (unless
+    /// another check uses it). Whether it had pulled one, so that a [`Self::sweep`] is due.
+    pub fn forget(&self, check: &str) -> bool {
+        self.in_use().remove(check).is_some()
+    }
+
+    /// Removes every cached version no check uses, once the initial loads are done (put off while pulls
+    /// are in flight).
+    pub fn sweep(&self) {
+        let Some(cache) = &self.cache else {
+            return;
+        };
+        if !self.synced.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(_alone) = self.writing.try_write() else {
+            self.sweep_due.store(true, Ordering::SeqCst);
+            return;
+        };
+        let in_use: Vec<String> = self.in_use().values().cloned().collect();
+        let removed = cache.retain(&in_use.iter().map(String::as_str).collect::<HashSet<_>>());
+        if removed > 0 {
+            info!(
+                removed,
+                kept = in_use.len(),
+                "removed cached check versions no check uses"
+            );
+        }
+    }
+
+    fn in_use(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.in_use
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The component of `config_map` if it names a valid `source` (`None` otherwise: the parser reports a
@@ -59,8 +121,14 @@ impl OciSources {
         config_map: &ConfigMap,
         policy: Option<&SignaturePolicy>,
     ) -> Option<PulledComponent> {
-        let reference = oci_reference(config_map)?.ok()?;
         let namespace = config_map.namespace().unwrap_or_default();
+        let check = format!("{namespace}/{}", config_map.name_any());
+        let Some(Ok(reference)) = oci_reference(config_map) else {
+            if self.forget(&check) {
+                self.sweep();
+            }
+            return None;
+        };
         let secret = config_map
             .data
             .as_ref()
@@ -80,6 +148,7 @@ impl OciSources {
                 }
             },
         };
+        let pulling = self.writing.read().await;
         let fetched = preflight_oci::fetch(
             &self.registry,
             self.cache.as_ref(),
@@ -88,10 +157,14 @@ impl OciSources {
             MAX_COMPONENT_BYTES as u64,
         )
         .await;
-        Some(match fetched {
+        let mut another_version = false;
+        let pulled = match fetched {
             Ok(fetched) => {
-                let check = format!("{namespace}/{}", config_map.name_any());
                 info!(check, source = %reference, pinned = %fetched.reference, "check pulled");
+                if let Some(digest) = fetched.reference.digest() {
+                    let before = self.in_use().insert(check, digest.to_owned());
+                    another_version = before.as_deref() != Some(digest);
+                }
                 let fallback = match fetched.origin {
                     Origin::CacheAfterRegistryFailure(error) => Some(format!(
                         "{}; {reference} last resolved to {}",
@@ -126,7 +199,12 @@ impl OciSources {
                 fallback: None,
                 unsigned: None,
             },
-        })
+        };
+        drop(pulling);
+        if another_version | self.sweep_due.swap(false, Ordering::SeqCst) {
+            self.sweep();
+        }
+        Some(pulled)
     }
 }
 

@@ -3,11 +3,14 @@
 //! registry does not hold and a tag moved away from the pinned component are refused while the last good
 //! version serves; a `followTag` check keeps serving from the operator's cache across a restart while
 //! the registry is down, says so (Event, and the objects' condition), and is pulled again by itself when
-//! the registry returns; a registry behind a login is read with the pull secret the
+//! the registry returns; the cache keeps only the version each check last pulled; a registry behind a login is read with the pull secret the
 //! ConfigMap names, refused with the registry's answer without it, and pulled again by itself once the
 //! Secret exists.
 
 use crate::operator_support::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use preflight_kube_harness::eventually;
 use preflight_oci::{CheckReference, Credentials, Registry, RegistryOptions, sha256_digest};
 use preflight_test_support::{TestRegistry, Transport};
 use serde_json::json;
@@ -124,6 +127,20 @@ async fn a_check_from_a_registry_gates_refuses_unpinned_or_moved_bytes_and_outli
     )
     .await;
     s.wait("o1", "True", "DependenciesAvailable").await;
+
+    // The cache keeps what a restart would load, the version the tag names now: the other bytes pulled
+    // (and refused) before are removed.
+    let cached = |kind: &str| {
+        std::fs::read_dir(cache.path().join(kind))
+            .map(|entries| entries.count())
+            .unwrap_or(0)
+    };
+    eventually(
+        "the cache to hold one version",
+        Duration::from_secs(30),
+        || async { (cached("manifests") == 1 && cached("components") == 1).then_some(()) },
+    )
+    .await;
     operator.stop().await;
 
     // The registry goes down and the operator restarts: the cached digest the tag last named serves,
@@ -150,7 +167,7 @@ async fn a_check_from_a_registry_gates_refuses_unpinned_or_moved_bytes_and_outli
     // The registry comes back: the failed pull is tried again by itself (5 s, 10 s, …) and the condition
     // no longer speaks of a stand-in.
     registry.resume();
-    preflight_kube_harness::eventually(
+    eventually(
         "o2's condition to drop the stand-in note",
         Duration::from_secs(30),
         || async {
@@ -159,6 +176,20 @@ async fn a_check_from_a_registry_gates_refuses_unpinned_or_moved_bytes_and_outli
                 .filter(|condition| {
                     condition.status == "True" && !condition.message.contains(stand_in)
                 })
+        },
+    )
+    .await;
+
+    // The check goes, and with it the version the cache kept for it.
+    Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace)
+        .delete("deps", &Default::default())
+        .await
+        .unwrap();
+    eventually(
+        "the cache to be emptied",
+        Duration::from_secs(30),
+        || async {
+            (cached("manifests") + cached("components") + cached("tags") == 0).then_some(())
         },
     )
     .await;
