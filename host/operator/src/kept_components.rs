@@ -30,12 +30,16 @@ pub(crate) struct KeptComponents {
 
 impl KeptComponents {
     /// Keeps copies under `dir`, created if needed; `None` (logged) when it cannot be created: the copies
-    /// only add resilience.
+    /// only add resilience. Copies named by digest alone, as older operators kept them (every version, of
+    /// no known check), are removed.
     pub fn open(dir: &Path) -> Option<Self> {
         match std::fs::create_dir_all(dir) {
-            Ok(()) => Some(Self {
-                dir: dir.to_owned(),
-            }),
+            Ok(()) => {
+                remove_copies_named_by_digest_alone(dir);
+                Some(Self {
+                    dir: dir.to_owned(),
+                })
+            }
             Err(error) => {
                 tracing::warn!(dir = %dir.display(), %error, "cannot keep copies of checks in parts");
                 None
@@ -124,6 +128,32 @@ impl KeptComponents {
                 digest.to_ascii_lowercase()
             ))
         })
+    }
+}
+
+/// Removes the `<sha256>.wasm.zst` files of older operators in `dir`. Failures are logged.
+fn remove_copies_named_by_digest_alone(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for path in entries.flatten().map(|entry| entry.path()) {
+        let name = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or_default();
+        let digest_alone = name.strip_suffix(COPY_SUFFIX).is_some_and(|digest| {
+            digest.len() == 64 && digest.bytes().all(|byte| byte.is_ascii_hexdigit())
+        });
+        if digest_alone {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::info!(path = %path.display(), "removed a copy an older operator kept")
+                }
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "cannot remove a kept copy")
+                }
+            }
+        }
     }
 }
 
@@ -222,6 +252,17 @@ mod tests {
 
         kept.forget(CHECK);
         assert_eq!(files(), [format!("team-a_deps-two_{first}.wasm.zst")]);
+        std::fs::write(
+            dir.join(format!("{second}.wasm.zst")),
+            b"an older operator's copy",
+        )
+        .unwrap();
+        let kept = KeptComponents::open(&dir).unwrap();
+        assert_eq!(
+            files(),
+            [format!("team-a_deps-two_{first}.wasm.zst")],
+            "the older operator's copy went when the directory was opened"
+        );
         kept.keep("Team-A/deps", &first, b"not a Kubernetes name");
         assert_eq!(
             files().len(),
