@@ -94,35 +94,23 @@ impl KeptComponents {
 
     /// Removes the kept copies of `check` but `except`. Failures are logged.
     fn remove_copies_of(&self, check: &str, except: Option<&Path>) {
-        let (Some(prefix), Ok(entries)) = (file_prefix(check), std::fs::read_dir(&self.dir)) else {
+        let Some(prefix) = file_prefix(check) else {
             return;
         };
-        for path in entries.flatten().map(|entry| entry.path()) {
-            let name = path
-                .file_name()
-                .and_then(|name| name.to_str())
-                .unwrap_or_default();
-            if name.starts_with(&prefix)
-                && name.ends_with(COPY_SUFFIX)
-                && Some(path.as_path()) != except
-            {
-                match std::fs::remove_file(&path) {
-                    Ok(()) => {
-                        tracing::info!(path = %path.display(), "removed the kept copy of a replaced or removed version")
-                    }
-                    Err(error) => {
-                        tracing::warn!(path = %path.display(), %error, "cannot remove a kept copy")
-                    }
-                }
-            }
-        }
+        remove_files_where(
+            &self.dir,
+            "removed the kept copy of a replaced or removed version",
+            |path, name| {
+                name.starts_with(&prefix) && name.ends_with(COPY_SUFFIX) && Some(path) != except
+            },
+        );
     }
 
     /// The file of `check`'s version `digest`; `None` unless the digest is 64 hexadecimal digits and the
     /// check a `namespace/name` of DNS characters (both name a file).
     fn path(&self, check: &str, digest: &str) -> Option<PathBuf> {
         let prefix = file_prefix(check)?;
-        (digest.len() == 64 && digest.bytes().all(|byte| byte.is_ascii_hexdigit())).then(|| {
+        is_sha256_hex(digest).then(|| {
             self.dir.join(format!(
                 "{prefix}{}{COPY_SUFFIX}",
                 digest.to_ascii_lowercase()
@@ -131,8 +119,16 @@ impl KeptComponents {
     }
 }
 
-/// Removes the `<sha256>.wasm.zst` files of older operators in `dir`. Failures are logged.
+/// Removes the `<sha256>.wasm.zst` files of older operators in `dir`.
 fn remove_copies_named_by_digest_alone(dir: &Path) {
+    remove_files_where(dir, "removed a copy an older operator kept", |_, name| {
+        name.strip_suffix(COPY_SUFFIX).is_some_and(is_sha256_hex)
+    });
+}
+
+/// Removes the files in `dir` whose path and name `remove` selects, logging each with `why`; failures are
+/// logged.
+fn remove_files_where(dir: &Path, why: &str, remove: impl Fn(&Path, &str) -> bool) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -141,20 +137,20 @@ fn remove_copies_named_by_digest_alone(dir: &Path) {
             .file_name()
             .and_then(|name| name.to_str())
             .unwrap_or_default();
-        let digest_alone = name.strip_suffix(COPY_SUFFIX).is_some_and(|digest| {
-            digest.len() == 64 && digest.bytes().all(|byte| byte.is_ascii_hexdigit())
-        });
-        if digest_alone {
+        if remove(&path, name) {
             match std::fs::remove_file(&path) {
-                Ok(()) => {
-                    tracing::info!(path = %path.display(), "removed a copy an older operator kept")
-                }
+                Ok(()) => tracing::info!(path = %path.display(), "{why}"),
                 Err(error) => {
                     tracing::warn!(path = %path.display(), %error, "cannot remove a kept copy")
                 }
             }
         }
     }
+}
+
+/// Whether `digest` is a sha256 in hexadecimal (64 digits).
+fn is_sha256_hex(digest: &str) -> bool {
+    digest.len() == 64 && digest.bytes().all(|byte| byte.is_ascii_hexdigit())
 }
 
 /// `<namespace>_<name>_` for the check `namespace/name`; `None` unless both are made of the characters
