@@ -17,7 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Has mimalloc return freed pages to the system at once, unless `MIMALLOC_PURGE_DELAY` says otherwise.
 /// Its default delays that by a second and purges only when the thread allocates again, so an idle
-/// operator kept what compiling its checks had freed: 244 MiB against 126 MiB after loading one Go check,
+/// operator kept what compiling its checks had freed: 244 MiB against 115–134 MiB after loading one Go check,
 /// and a peak of 218 MiB against 179–185 with 50 checks (docs/performance.md).
 #[cfg(target_env = "musl")]
 fn return_freed_memory_at_once() {
