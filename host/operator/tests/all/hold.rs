@@ -108,6 +108,38 @@ where
         .unwrap_or_else(|error| panic!("creating {}: {error}", object.name_any()))
 }
 
+/// Creates and deletes probes until the API server holds a create of this kind (`held`): its admission
+/// policy is then in force. An object created before that is held only after its creation.
+async fn until_creations_are_held<K>(
+    api: &Api<K>,
+    object: impl Fn(&str) -> K,
+    held: impl Fn(&K) -> bool,
+) where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut probe = 0;
+    let kind = std::any::type_name::<K>()
+        .rsplit("::")
+        .next()
+        .unwrap_or("object");
+    eventually(
+        &format!("the admission policy to hold {kind} creations"),
+        SOON,
+        || {
+            probe += 1;
+            let name = format!("probe-{probe}");
+            let created = object(&name);
+            let (api, held) = (api.clone(), &held);
+            async move {
+                let created = post(&api, &created).await;
+                api.delete(&name, &Default::default()).await.unwrap();
+                held(&created).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
 fn is_paused(deployment: &Deployment) -> bool {
     deployment.spec.as_ref().and_then(|spec| spec.paused) == Some(true)
 }
@@ -298,21 +330,20 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
     );
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
 
-    // The policy is in force once a create comes back paused (the API server loads policies within a
-    // second or so of their creation: a Deployment created in that window is paused after creation).
-    let mut probe = 0;
-    eventually("the admission policy to hold creations", SOON, || {
-        probe += 1;
-        let name = format!("probe-{probe}");
-        let deployments = deployments.clone();
-        async move {
-            let created = post(&deployments, &deployment(&name, json!({}), None)).await;
-            deployments
-                .delete(&name, &Default::default())
-                .await
-                .unwrap();
-            is_paused(&created).then_some(())
-        }
+    // The API server loads each kind's admission policy on its own, within a second or so of its creation:
+    // every kind this test creates is probed until its creates come back held.
+    until_creations_are_held(
+        &deployments,
+        |name| deployment(name, json!({}), None),
+        is_paused,
+    )
+    .await;
+    until_creations_are_held(&jobs, job, |job| {
+        job.spec.as_ref().and_then(|spec| spec.suspend) == Some(true)
+    })
+    .await;
+    until_creations_are_held(&cron_jobs, cron_job, |cron_job| {
+        cron_job.spec.suspend == Some(true)
     })
     .await;
 
