@@ -115,13 +115,14 @@ async fn until_creations_are_held<K>(
     object: impl Fn(&str) -> K,
     held: impl Fn(&K) -> bool,
 ) where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
     let mut probe = 0;
-    let kind = std::any::type_name::<K>()
-        .rsplit("::")
-        .next()
-        .unwrap_or("object");
+    let kind = K::kind(&());
     eventually(
         &format!("the admission policy to hold {kind} creations"),
         SOON,
@@ -142,6 +143,10 @@ async fn until_creations_are_held<K>(
 
 fn is_paused(deployment: &Deployment) -> bool {
     deployment.spec.as_ref().and_then(|spec| spec.paused) == Some(true)
+}
+
+fn is_suspended(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|spec| spec.suspend) == Some(true)
 }
 
 fn is_marked<K: kube::Resource>(object: &K) -> bool {
@@ -338,10 +343,7 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
         is_paused,
     )
     .await;
-    until_creations_are_held(&jobs, job, |job| {
-        job.spec.as_ref().and_then(|spec| spec.suspend) == Some(true)
-    })
-    .await;
+    until_creations_are_held(&jobs, job, is_suspended).await;
     until_creations_are_held(&cron_jobs, cron_job, |cron_job| {
         cron_job.spec.suspend == Some(true)
     })
