@@ -149,7 +149,7 @@ fn bench(build: &Build, config: &Path, reuse: Option<u32>) -> Value {
         .args(reuse.map(|uses| format!("--reuse={uses}")))
         .env(
             "PREFLIGHT_CACHE_DIR",
-            preflight_test_support::wasm_target_dir().join("compiled-checks"),
+            preflight_test_support::compiled_cache_dir(),
         )
         .output()
         .expect("preflight bench runs");

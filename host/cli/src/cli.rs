@@ -442,7 +442,8 @@ struct OperatorArgs {
     #[arg(long, env = "PREFLIGHT_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// The most compiled checks the cache directory keeps, in bytes: beyond it, the least recently used
-    /// go (keep it below the emptyDir's sizeLimit, which evicts the pod).
+    /// go. The compiled functions checks share take at most half as much again (keep one and a half times
+    /// it below the emptyDir's sizeLimit, which evicts the pod).
     #[arg(long, env = "PREFLIGHT_CACHE_MAX_SIZE", default_value = "256MiB", value_parser = preflight_engine::parse_size)]
     cache_max_size: usize,
     /// Evaluations that may run at once.

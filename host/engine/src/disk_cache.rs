@@ -4,7 +4,8 @@
 //! The directory is bounded: every new version of a check adds a file (35 MiB for a Python check), and an
 //! operator's cache is an emptyDir whose size limit gets the pod evicted. After each write the least
 //! recently used files go until the rest fit the budget; a file's modification time is its last use (it is
-//! touched when loaded), so the files of another engine version, never loaded here, go first.
+//! touched when loaded), so the files of another engine version, never loaded here, go first. The compiled
+//! functions checks share (function_cache.rs) live beside them under a budget of their own.
 
 use crate::digest::Digest;
 use crate::error::Error;

@@ -10,6 +10,7 @@ use crate::disk_cache::DiskCache;
 use crate::error::{ComponentProblem, Error};
 use crate::failure::{DeadlineExceeded, classify, hostcall_budget, within};
 use crate::footprint::{Footprint, SlotShare};
+use crate::function_cache::FunctionCache;
 use crate::guest_state::GuestState;
 use crate::imports;
 use crate::instance::Bound;
@@ -37,6 +38,8 @@ use wasmtime::{
 const MAX_CORE_INSTANCES_PER_CHECK: u32 = 64;
 /// Tables the pool holds per evaluation slot.
 const TABLES_PER_SLOT: u32 = 4;
+/// The budget of the compiled functions checks share, as a part of the precompiled checks' (one over this).
+const FUNCTION_CACHE_SHARE: u64 = 2;
 /// How the engine is sized. The defaults fit an operator on a small node.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -49,10 +52,13 @@ pub struct EngineConfig {
     pub max_memory_bytes: usize,
     /// How often the epoch advances: the granularity of timeouts and of yielding to other tasks.
     pub epoch_tick: Duration,
-    /// Where to keep precompiled checks across restarts; `None` keeps them in memory only.
+    /// Where to keep precompiled checks across restarts, and the compiled functions checks share (a new
+    /// Python check compiles in a third of the time when another was compiled here before); `None` keeps
+    /// precompiled checks in memory only and shares nothing.
     pub cache_dir: Option<PathBuf>,
     /// The most bytes of precompiled checks `cache_dir` holds: beyond it, the least recently used go (a
-    /// Python check compiles to 35 MiB, and every new version of a check adds a file).
+    /// Python check compiles to 35 MiB, and every new version of a check adds a file). The compiled functions
+    /// checks share (one file beside them) take at most half as much again.
     pub cache_max_bytes: u64,
 }
 
@@ -180,6 +186,11 @@ impl Engine {
             .concurrency_support(false)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        if let Some(dir) = &config.cache_dir {
+            let functions = FunctionCache::new(dir, config.cache_max_bytes / FUNCTION_CACHE_SHARE);
+            wasm.enable_incremental_compilation(Arc::new(functions))
+                .map_err(|error| Error::engine("its compiled-function cache", error))?;
+        }
         let engine = wasmtime::Engine::new(&wasm)
             .map_err(|error| Error::engine("its configuration", error))?;
         let mut linker = Linker::new(&engine);

@@ -25,6 +25,7 @@ mod engine;
 mod error;
 mod failure;
 mod footprint;
+mod function_cache;
 mod guest_state;
 mod http_cache;
 mod http_policy;

@@ -47,6 +47,13 @@ pub fn wasm_target_dir() -> PathBuf {
     base.join("wasm-checks")
 }
 
+/// Where the tests' engines and `preflight` commands keep compiled checks (`PREFLIGHT_CACHE_DIR`): one
+/// directory for all, so that a check compiled by one test is loaded by the next, and the compiled functions
+/// checks share are shared by all of them.
+pub fn compiled_cache_dir() -> PathBuf {
+    wasm_target_dir().join("compiled")
+}
+
 /// The checks that reach for WASI on purpose (files, sockets, clocks, exit: what a hostile check tries):
 /// built for `wasm32-wasip2`, whose std calls WASI. Every other check builds as the SDK recommends.
 const WASI_CHECKS: [&str; 2] = ["ambient-authority", "misbehave"];

@@ -92,7 +92,7 @@ async fn fetch(
     keys: &[VerificationKey],
 ) -> Result<preflight_oci::Fetched, Problem> {
     let client = registry.registry(reference)?;
-    let cache = cache_dir().map(ArtifactCache::new);
+    let cache = input::user_cache_dir("oci").map(ArtifactCache::new);
     let fetched = preflight_oci::fetch(
         &client,
         cache.as_ref(),
@@ -172,15 +172,6 @@ fn parse(text: &str) -> Result<CheckReference, Problem> {
 
 fn registry_problem(error: preflight_oci::OciError) -> Problem {
     Problem::Input(error.describe())
-}
-
-/// `$XDG_CACHE_HOME/preflight/oci`, else `~/.cache/preflight/oci`; none without either (no cache).
-fn cache_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|dir| !dir.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
-        .map(|dir| dir.join("preflight/oci"))
 }
 
 /// Prints `fields` as aligned text or one JSON object.

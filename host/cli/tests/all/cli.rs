@@ -777,3 +777,65 @@ fn the_author_s_tools_hold_a_check_to_what_the_operator_would_do() {
     assert!(!output.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn cli_commands_keep_compiled_checks_in_the_user_s_cache_unless_told_otherwise() {
+    let check = build_check("required-metadata");
+    let (object, config) = (
+        fixture("app-ready.yaml"),
+        fixture("required-metadata-config.yaml"),
+    );
+    let home = std::env::temp_dir().join(format!("preflight-home-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    let run = |variables: &[(&str, &std::path::Path)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_preflight"));
+        command
+            .args(["run", "--check", check.to_str().unwrap()])
+            .args(["--object", object.to_str().unwrap()])
+            .args(["--config", config.to_str().unwrap()])
+            .env("HOME", &home)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("PREFLIGHT_CACHE_DIR");
+        for (name, value) in variables {
+            command.env(name, value);
+        }
+        let output = command.output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    let kept = |dir: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .map(|entry| {
+                        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+                        if name.ends_with(".cwasm") {
+                            "check.cwasm".into()
+                        } else {
+                            name
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let both = ["check.cwasm", "functions.pack"];
+
+    run(&[("PREFLIGHT_CACHE_DIR", std::path::Path::new(""))]);
+    assert!(!home.exists(), "an empty PREFLIGHT_CACHE_DIR keeps nothing");
+    run(&[]);
+    assert_eq!(kept(&home.join(".cache/preflight/compiled")), both);
+    let xdg = home.join("xdg");
+    run(&[("XDG_CACHE_HOME", &xdg)]);
+    assert_eq!(kept(&xdg.join("preflight/compiled")), both);
+    let chosen = home.join("chosen");
+    run(&[("PREFLIGHT_CACHE_DIR", &chosen)]);
+    assert_eq!(kept(&chosen), both);
+    std::fs::remove_dir_all(&home).unwrap();
+}

@@ -34,7 +34,7 @@ fn go_check(project: &str) -> PathBuf {
 
 fn preflight(args: &[&str]) -> (i32, String) {
     // Compiled once for every run of this test binary (and the next), as `PREFLIGHT_CACHE_DIR` promises.
-    let compiled = preflight_test_support::wasm_target_dir().join("compiled-checks");
+    let compiled = preflight_test_support::compiled_cache_dir();
     let output = Command::new(env!("CARGO_BIN_EXE_preflight"))
         .env("PREFLIGHT_CACHE_DIR", compiled)
         .args(args)
@@ -227,7 +227,7 @@ fn in_process() -> (
         .build()
         .unwrap();
     let engine = preflight_engine::Engine::new(preflight_engine::EngineConfig {
-        cache_dir: Some(preflight_test_support::wasm_target_dir().join("compiled-checks")),
+        cache_dir: Some(preflight_test_support::compiled_cache_dir()),
         ..preflight_engine::EngineConfig::default()
     })
     .unwrap();

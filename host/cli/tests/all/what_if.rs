@@ -114,7 +114,7 @@ fn run_what_if(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
         .env("KUBECONFIG", kubeconfig)
         .env(
             "PREFLIGHT_CACHE_DIR",
-            preflight_test_support::wasm_target_dir().join("compiled"),
+            preflight_test_support::compiled_cache_dir(),
         )
         .output()
         .unwrap()

@@ -12,11 +12,31 @@ fn engine(dir: &std::path::Path) -> Engine {
     .unwrap()
 }
 
+/// The precompiled checks in `dir` (not the compiled functions checks share, which have a budget of their
+/// own).
 fn cached_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())
+        .filter(|path| path.file_name() != Some(FUNCTIONS.as_ref()))
         .collect()
+}
+
+/// A request the required-metadata check proceeds on.
+fn labelled_request() -> Request {
+    Request {
+        object: r#"{"metadata":{"name":"a","labels":{"team":"x"}},"spec":{}}"#.into(),
+        config: r#"{"labels":["team"]}"#.into(),
+        target: Target::default(),
+        now: SystemTime::now(),
+    }
+}
+
+/// The file of compiled functions checks share.
+const FUNCTIONS: &str = "functions.pack";
+
+fn functions_len(dir: &std::path::Path) -> u64 {
+    std::fs::metadata(dir.join(FUNCTIONS)).unwrap().len()
 }
 
 #[tokio::test]
@@ -34,12 +54,7 @@ async fn a_second_engine_loads_the_precompiled_check_and_a_damaged_file_is_repla
         "{name}"
     );
 
-    let request = Request {
-        object: r#"{"metadata":{"name":"a","labels":{"team":"x"}},"spec":{}}"#.into(),
-        config: r#"{"labels":["team"]}"#.into(),
-        target: Target::default(),
-        now: SystemTime::now(),
-    };
+    let request = labelled_request();
     let from_cache = engine(&dir);
     let check = from_cache.load(&bytes).unwrap();
     assert!(
@@ -166,5 +181,49 @@ fn the_cache_keeps_its_budget_by_evicting_the_least_recently_used() {
         "a check beyond the budget still loads"
     );
     assert_eq!(cached_files(&dir).len(), 2, "but is not kept");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_check_compiled_again_reuses_the_functions_compiled_before() {
+    let dir = std::env::temp_dir().join(format!("preflight-functions-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bytes = check_bytes("required-metadata");
+    engine(&dir).load(&bytes).unwrap();
+    let compiled = functions_len(&dir);
+    assert!(compiled > 1000, "compiling kept its functions");
+
+    // Without its precompiled file, the next engine compiles the check again: from the kept functions.
+    for file in cached_files(&dir) {
+        std::fs::remove_file(file).unwrap();
+    }
+    let again = engine(&dir);
+    let check = again.load(&bytes).unwrap();
+    // (Cranelift's keys of a few functions, trampolines among them, differ from one compile to the next:
+    // about a tenth is compiled again.)
+    let recompiled = functions_len(&dir) - compiled;
+    assert!(
+        recompiled < compiled / 4,
+        "most functions were found, not compiled and kept again: {recompiled} bytes added to {compiled}"
+    );
+    let request = labelled_request();
+    let verdict = again
+        .evaluate(&check, &request, &Limits::default())
+        .await
+        .outcome
+        .unwrap();
+    assert!(verdict.proceed, "{verdict:?}");
+
+    // Another check built with the same SDK shares part of its code with the first.
+    let other = check_bytes("dependency-ready");
+    engine(&dir).load(&other).unwrap();
+    let added = functions_len(&dir) - compiled;
+    std::fs::remove_dir_all(&dir).unwrap();
+    engine(&dir).load(&other).unwrap();
+    let alone = functions_len(&dir);
+    assert!(
+        added < alone,
+        "compiled beside the first it kept {added} bytes, alone {alone}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -322,7 +322,7 @@ pub fn operator_config(namespace: &str) -> OperatorConfig {
         engine: EngineConfig {
             max_concurrent_evaluations: 16,
             max_memory_bytes: 64 << 20,
-            cache_dir: Some(preflight_test_support::wasm_target_dir().join("compiled")),
+            cache_dir: Some(preflight_test_support::compiled_cache_dir()),
             ..EngineConfig::default()
         },
         kept_components: None,
