@@ -53,8 +53,8 @@ pub struct EngineConfig {
     /// How often the epoch advances: the granularity of timeouts and of yielding to other tasks.
     pub epoch_tick: Duration,
     /// Where to keep precompiled checks across restarts, and the compiled functions checks share (a new
-    /// Python check compiles in a third of the time when another was compiled here before); `None` keeps
-    /// precompiled checks in memory only and shares nothing.
+    /// Python check compiles in a third to a half of the time when another was compiled here before);
+    /// `None` keeps precompiled checks in memory only and shares nothing.
     pub cache_dir: Option<PathBuf>,
     /// The most bytes of precompiled checks `cache_dir` holds: beyond it, the least recently used go (a
     /// Python check compiles to 35 MiB, and every new version of a check adds a file). The compiled functions

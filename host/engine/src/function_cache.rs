@@ -5,7 +5,7 @@
 //! every JavaScript check the same StarlingMonkey, and only a small part (and the memory image) is the
 //! author's. Cranelift can reuse the machine code of a function it compiled before, keyed by a SHA-256 of the
 //! function's body and the compiler's settings. With this store a second Python check, or the next version
-//! of one, compiles in about a third of the time (docs/performance.md).
+//! of one, compiles in a third to a half of the time (docs/performance.md).
 //!
 //! The store is one append-only file, `functions.pack`, beside the precompiled checks. Several processes may
 //! share it (the CLI's runs, the tests): each appends whole records under an exclusive file lock, and reads

@@ -201,7 +201,7 @@ pub const COMPILED_CACHE_VARIABLE: &str = "PREFLIGHT_CACHE_DIR";
 
 /// An engine for a command: `max_concurrent_evaluations` slots, a memory ceiling that admits
 /// `memory_limit`, and compiled checks kept in [`compiled_cache_dir`] (a 15 MB Python or JavaScript check
-/// then compiles once, not on every run, and a changed one in a third of the time).
+/// then compiles once, not on every run, and a changed one in a third to a half of the time).
 pub fn engine(max_concurrent_evaluations: u32, memory_limit: usize) -> Result<Engine, Problem> {
     let defaults = EngineConfig::default();
     Engine::new(EngineConfig {
