@@ -265,6 +265,16 @@ mod tests {
         dir
     }
 
+    /// A budget no test reaches.
+    const ROOMY: u64 = 1 << 20;
+
+    /// What the next process to open the store in `dir` finds under `key`.
+    fn found_by_next(dir: &Path, max_bytes: u64, key: &[u8]) -> Option<Vec<u8>> {
+        FunctionCache::new(dir, max_bytes)
+            .get(key)
+            .map(Cow::into_owned)
+    }
+
     fn pack_len(dir: &Path) -> u64 {
         std::fs::metadata(dir.join(PACK_FILE)).unwrap().len()
     }
@@ -272,13 +282,13 @@ mod tests {
     #[test]
     fn what_one_process_keeps_the_next_finds() {
         let dir = dir("shared");
-        let first = FunctionCache::new(&dir, 1 << 20);
+        let first = FunctionCache::new(&dir, ROOMY);
         assert!(first.get(b"key-1").is_none());
         assert!(first.insert(b"key-1", b"code one".to_vec()));
         assert!(first.insert(b"key-2", b"code two".to_vec()));
         assert_eq!(first.get(b"key-1").as_deref(), Some(&b"code one"[..]));
 
-        let second = FunctionCache::new(&dir, 1 << 20);
+        let second = FunctionCache::new(&dir, ROOMY);
         assert_eq!(second.get(b"key-2").as_deref(), Some(&b"code two"[..]));
         assert!(second.insert(b"key-3", b"code three".to_vec()));
         assert_eq!(
@@ -287,7 +297,7 @@ mod tests {
             "an open store sees its own appends, not later ones of others"
         );
         assert_eq!(
-            FunctionCache::new(&dir, 1 << 20).get(b"key-3").as_deref(),
+            found_by_next(&dir, ROOMY, b"key-3").as_deref(),
             Some(&b"code three"[..])
         );
         std::fs::remove_dir_all(&dir).unwrap();
@@ -296,7 +306,7 @@ mod tests {
     #[test]
     fn a_damaged_record_is_a_miss_never_code() {
         let dir = dir("damaged");
-        let cache = FunctionCache::new(&dir, 1 << 20);
+        let cache = FunctionCache::new(&dir, ROOMY);
         assert!(cache.insert(b"key-1", b"code one".to_vec()));
         assert!(cache.insert(b"key-2", b"code two".to_vec()));
         let mut bytes = std::fs::read(dir.join(PACK_FILE)).unwrap();
@@ -307,7 +317,7 @@ mod tests {
         bytes[other + 4] = b'3';
         std::fs::write(dir.join(PACK_FILE), &bytes).unwrap();
 
-        let reader = FunctionCache::new(&dir, 1 << 20);
+        let reader = FunctionCache::new(&dir, ROOMY);
         assert_eq!(reader.get(b"key-1"), None, "a changed value");
         assert_eq!(reader.get(b"key-3"), None, "a record under another key");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -316,7 +326,7 @@ mod tests {
     #[test]
     fn a_torn_tail_is_cut_off_so_later_appends_are_found() {
         let dir = dir("torn");
-        let cache = FunctionCache::new(&dir, 1 << 20);
+        let cache = FunctionCache::new(&dir, ROOMY);
         assert!(cache.insert(b"key-1", b"code one".to_vec()));
         let whole = pack_len(&dir);
         // A process that died in the middle of an append.
@@ -326,12 +336,12 @@ mod tests {
             .unwrap();
         file.write_all(&[5, 0, 0, 0, 200, 0]).unwrap();
 
-        let next = FunctionCache::new(&dir, 1 << 20);
+        let next = FunctionCache::new(&dir, ROOMY);
         assert_eq!(next.get(b"key-1").as_deref(), Some(&b"code one"[..]));
         assert_eq!(pack_len(&dir), whole, "the torn record is cut off");
         assert!(next.insert(b"key-2", b"code two".to_vec()));
         assert_eq!(
-            FunctionCache::new(&dir, 1 << 20).get(b"key-2").as_deref(),
+            found_by_next(&dir, ROOMY, b"key-2").as_deref(),
             Some(&b"code two"[..])
         );
         std::fs::remove_dir_all(&dir).unwrap();
@@ -352,7 +362,7 @@ mod tests {
         assert!(next.insert(b"key-2", vec![2; 40]));
         assert_eq!(next.get(b"key-2").as_deref(), Some(&[2; 40][..]));
         assert_eq!(
-            FunctionCache::new(&dir, 100).get(b"key-2").as_deref(),
+            found_by_next(&dir, 100, b"key-2").as_deref(),
             Some(&[2; 40][..]),
             "one not nearly full is kept"
         );
