@@ -185,6 +185,12 @@ impl Engine {
         wasm.wasm_component_model(true)
             .concurrency_support(false)
             .epoch_interruption(true)
+            // No `.eh_frame` for the system's unwinder: wasmtime walks wasm frames itself (traps, backtraces)
+            // and catches a host function's panic before it reaches them. musl's unwinder (the image's binary)
+            // registers each function's entry apart and removes each with a scan of all of them, so loading a
+            // Python check's kept copy took 0.3-0.5 s of CPU, and dropping it a quadratic scan; 0.1 s without
+            // (docs/performance.md, "No native unwind tables").
+            .native_unwind_info(false)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         if let Some(dir) = &config.cache_dir {
             let functions = FunctionCache::new(dir, config.cache_max_bytes / FUNCTION_CACHE_SHARE);

@@ -1,5 +1,6 @@
 //! The on-disk precompiled cache: written on first load, used by the next engine, and never trusted blindly.
 
+use object::{Object, ObjectSection};
 use preflight_engine::{Engine, EngineConfig, Limits, Request, Target};
 use preflight_test_support::check_bytes;
 use std::time::SystemTime;
@@ -225,5 +226,28 @@ async fn a_check_compiled_again_reuses_the_functions_compiled_before() {
         added < alone,
         "compiled beside the first it kept {added} bytes, alone {alone}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn kept_copies_carry_no_native_unwind_tables() {
+    // The system's unwinder is never asked to walk a check's frames, and musl's registers and removes every
+    // function's entry one by one: loading and dropping a large check cost it more than compiling's output
+    // is worth (engine.rs).
+    let dir = std::env::temp_dir().join(format!("preflight-unwind-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    engine(&dir)
+        .load(&check_bytes("required-metadata"))
+        .unwrap();
+    let kept = cached_files(&dir);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let bytes = std::fs::read(&kept[0]).unwrap();
+    let file = object::File::parse(bytes.as_slice()).unwrap();
+    let sections: Vec<&str> = file
+        .sections()
+        .filter_map(|section| section.name().ok())
+        .collect();
+    assert!(sections.contains(&".text"), "{sections:?}");
+    assert!(!sections.contains(&".eh_frame"), "{sections:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
