@@ -4,9 +4,13 @@
 //! and with a fresh cache directory (the first check of a language compiles from nothing, the next ones
 //! reuse the compiled functions they share with it). The two alternate within each round; each row prints
 //! wall time and CPU time, and the cached one its ratio to the uncached compile of the same check in the
-//! same round.
+//! same round. Then the same check once more with the cache: no compile, its kept copy loaded (what a
+//! restarted operator does), wall and CPU time.
 //!
-//! Run: `cargo bench -p preflight --bench compile` (`BENCH_ROUNDS`, default 2).
+//! Run: `cargo bench -p preflight --bench compile` (`BENCH_ROUNDS`, default 2; `BENCH_PREFLIGHT=BINARY`
+//! measures that `preflight`, the image's static one, say).
+
+mod bench_binary;
 
 use preflight_test_support::{build_js_check, build_python_check, fixture};
 use std::path::{Path, PathBuf};
@@ -42,14 +46,16 @@ fn main() {
         .collect();
     let cache = std::env::temp_dir().join(format!("compile-bench-{}", std::process::id()));
     println!(
-        "{:<44} {:>9} {:>9} {:>10} {:>9} {:>9} {:>10}",
+        "{:<44} {:>9} {:>9} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9}",
         "check (in this order)",
         "none:wall",
         "none:cpu",
         "cached:wall",
         "ratio",
         "cached:cpu",
-        "ratio"
+        "ratio",
+        "kept:wall",
+        "kept:cpu"
     );
     for round in 1..=rounds {
         println!("round {round}");
@@ -57,14 +63,17 @@ fn main() {
         for (name, check) in &checks {
             let uncached = run(check, Path::new(""));
             let cached = run(check, &cache);
+            let kept = run(check, &cache);
             println!(
-                "{name:<44} {:>8.2}s {:>8.2}s {:>10.2}s {:>8.2}x {:>9.2}s {:>9.2}x",
+                "{name:<44} {:>8.2}s {:>8.2}s {:>10.2}s {:>8.2}x {:>9.2}s {:>9.2}x {:>8.2}s {:>8.2}s",
                 uncached.wall.as_secs_f64(),
                 uncached.cpu.as_secs_f64(),
                 cached.wall.as_secs_f64(),
                 cached.wall.as_secs_f64() / uncached.wall.as_secs_f64(),
                 cached.cpu.as_secs_f64(),
                 cached.cpu.as_secs_f64() / uncached.cpu.as_secs_f64(),
+                kept.wall.as_secs_f64(),
+                kept.cpu.as_secs_f64(),
             );
         }
         let pack = std::fs::metadata(cache.join("functions.pack")).map_or(0, |file| file.len());
@@ -80,7 +89,7 @@ fn run(check: &Path, cache: &Path) -> Cost {
     let started = Instant::now();
     let output = Command::new("timeout")
         .arg("300")
-        .arg(env!("CARGO_BIN_EXE_preflight"))
+        .arg(bench_binary::preflight())
         .arg("run")
         .arg("--check")
         .arg(check)

@@ -8,6 +8,7 @@
 //! Run: `cargo bench -p preflight --bench operator` (`BENCH_OBJECTS` changes the object count,
 //! `BENCH_OPERATOR_LOG` the operator's `RUST_LOG`).
 
+mod bench_binary;
 mod child_operator;
 #[path = "../../operator/tests/all/operator_support/mod.rs"]
 mod operator_support;

@@ -17,6 +17,7 @@
 //! Run: `cargo bench -p preflight --bench scale` (`BENCH_OBJECTS`, `BENCH_CHECKS`, `BENCH_ROUNDS` change the
 //! counts).
 
+mod bench_binary;
 mod child_operator;
 mod cluster_objects;
 #[path = "../../operator/tests/all/operator_support/mod.rs"]

@@ -10,6 +10,7 @@
 //! Run: `cargo bench -p preflight --bench scale_out` (`BENCH_OBJECTS` changes the count,
 //! `BENCH_REPLICAS=1,2,3` the phases).
 
+mod bench_binary;
 mod child_operator;
 mod cluster_objects;
 #[path = "../../operator/tests/all/operator_support/mod.rs"]

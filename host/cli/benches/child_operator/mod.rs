@@ -16,16 +16,13 @@ pub struct ChildOperator {
 impl ChildOperator {
     /// `preflight operator` for `namespace` with `arguments` (`--leader-election=false`, or
     /// `--shard-ring NAME --pod-name NAME`), logging warnings only (`BENCH_OPERATOR_LOG` sets its
-    /// `RUST_LOG`). The binary is this build's, or the one `BENCH_PREFLIGHT` names (the image's statically
-    /// linked one, say, to measure what a cluster runs).
+    /// `RUST_LOG`), with the binary `bench_binary::preflight` names.
     pub fn spawn(namespace: &str, arguments: &[&str]) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         drop(listener);
         let log = std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "warn".into());
-        let binary = std::env::var_os("BENCH_PREFLIGHT")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_preflight").into());
-        let child = Command::new(binary)
+        let child = Command::new(crate::bench_binary::preflight())
             .args(["operator", "--namespace", namespace])
             .args(arguments)
             .args(["--log-format", "text", "--listen", &address.to_string()])
