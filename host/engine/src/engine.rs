@@ -187,8 +187,8 @@ impl Engine {
             .epoch_interruption(true)
             // No `.eh_frame` for the system's unwinder: wasmtime walks wasm frames itself (traps, backtraces)
             // and catches a host function's panic before it reaches them. musl's unwinder (the image's binary)
-            // registers each function's entry apart and removes each with a scan of all of them, so loading a
-            // Python check's kept copy took 0.3-0.5 s of CPU, and dropping it a quadratic scan; 0.1 s without
+            // registers each function's entry apart and removes each with a scan of all of them: `preflight
+            // run` of a kept Python check took 0.3-0.5 s of CPU with the tables, 0.03 s without
             // (docs/performance.md, "No native unwind tables").
             .native_unwind_info(false)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));

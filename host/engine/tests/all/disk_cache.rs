@@ -232,8 +232,7 @@ async fn a_check_compiled_again_reuses_the_functions_compiled_before() {
 #[test]
 fn kept_copies_carry_no_native_unwind_tables() {
     // The system's unwinder is never asked to walk a check's frames, and musl's registers and removes every
-    // function's entry one by one: loading and dropping a large check cost it more than compiling's output
-    // is worth (engine.rs).
+    // function's entry one by one: the image's binary spent 0.3-0.5 s of CPU on a Python check's (engine.rs).
     let dir = std::env::temp_dir().join(format!("preflight-unwind-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     engine(&dir)
