@@ -30,6 +30,8 @@ fn main() {
     let iterations: u32 = setting("BENCH_ITERATIONS", 2_000);
     let interpreted = (iterations / 10).max(200);
     let project = "plugins/dependency-ready";
+    // C and Go builds are componentized (and Go's pre-initialised) by the CLI, as their build.sh does it.
+    let preflight = Path::new(env!("CARGO_BIN_EXE_preflight"));
     let builds = [
         ("rust", build_check("dependency-ready"), iterations),
         (
@@ -37,15 +39,15 @@ fn main() {
             build_wasip2_check("dependency-ready"),
             iterations,
         ),
-        ("c", build_c_check(project), iterations),
+        ("c", build_c_check(project, preflight), iterations),
         (
             "go",
-            pre_initialize_go_check(project, Path::new(env!("CARGO_BIN_EXE_preflight"))),
+            pre_initialize_go_check(project, preflight),
             interpreted,
         ),
         (
             "go (not pre-initialised)",
-            build_go_check(project),
+            build_go_check(project, preflight),
             interpreted,
         ),
         ("javascript", build_js_check(project), interpreted),

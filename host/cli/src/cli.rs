@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and dispatch. Each subcommand lives in its own module.
 
 mod bench;
+mod componentize;
 mod declare_reads;
 mod fixtures;
 mod input;
@@ -78,6 +79,11 @@ enum Command {
     /// the start reads a fixed wall clock (the Unix epoch), a monotonic clock from zero and seeded
     /// randomness, so the same build gives the same bytes.
     Snapshot(SnapshotArgs),
+    /// Make a check component from the core module a C or Go check builds to (a wasip1 reactor): embed the
+    /// world's component type from WIT (--wit, --world) unless the module carries it, and adapt WASI
+    /// preview 1 with the reactor adapter of this binary's wasmtime. The component is loaded first: one
+    /// this host cannot run is refused here. The scaffolded C and Go `build.sh` run it.
+    Componentize(ComponentizeArgs),
     /// Evaluate a check against every live object of its kind, read-only, and list the objects whose
     /// verdict would differ from what their `Preflight` condition says now, with totals: the "kubectl diff"
     /// of a check rollout. The check is a local component with its settings, or a check ConfigMap in the
@@ -209,6 +215,23 @@ struct SnapshotArgs {
     /// Memory limit of the initialisation, e.g. 256MiB.
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = preflight_engine::parse_size)]
     memory_limit: usize,
+}
+
+#[derive(Debug, Args)]
+struct ComponentizeArgs {
+    /// The core module (.wasm), built for wasip1 as a reactor.
+    #[arg(value_name = "MODULE.wasm")]
+    module: PathBuf,
+    /// A WIT package (a directory with a `deps/` folder, or a file) naming the world the module implements,
+    /// for a module that does not carry its component type (Go's build).
+    #[arg(long, value_name = "DIR", requires = "world")]
+    wit: Option<PathBuf>,
+    /// The world in --wit: `preflight:guest/check`.
+    #[arg(long, value_name = "PACKAGE/WORLD", requires = "wit")]
+    world: Option<String>,
+    /// Where to write the component (may be the input).
+    #[arg(short = 'o', long, value_name = "OUT.wasm")]
+    output: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -548,6 +571,7 @@ pub async fn execute(cli: Cli) -> u8 {
         Command::Pack(args) => pack::pack(args).await,
         Command::Scaffold(args) => scaffold::scaffold(args).map(|()| EXIT_PROCEED),
         Command::DeclareReads(args) => declare_reads::declare_reads(&args),
+        Command::Componentize(args) => componentize::componentize(&args),
         Command::Snapshot(args) => snapshot::snapshot(args).await,
         Command::WhatIf(args) => what_if::what_if(args).await,
         Command::Push(args) => oci::push(args).await,

@@ -28,7 +28,8 @@ pub(crate) fn check_header(bytes: &[u8]) -> Result<(), Error> {
         return invalid(
             "this is a core WebAssembly module, not a component: a Rust check built for \
              wasm32-unknown-unknown needs `linker = \"wasm-component-ld\"` for that target in \
-             .cargo/config.toml (or build for wasm32-wasip2, or wrap it with `wasm-tools component new`)"
+             .cargo/config.toml (or build for wasm32-wasip2, or make it a component with \
+             `preflight componentize`)"
                 .to_owned(),
         );
     }

@@ -183,46 +183,35 @@ pub fn build_js_check(project: &str) -> PathBuf {
     })
 }
 
-/// The world C and Go checks are built for: the contract and `wasi:http` (`guest-sdk/wit`, whose WASI is
-/// the host's); a check that sends no request imports no `wasi:http`.
-const GUEST_WORLD: &str = "preflight:guest/check";
-/// The world Go checks are built for: [`GUEST_WORLD`] and the initialisation `preflight snapshot` runs.
+/// The world Go checks are built for: the contract and `wasi:http` (`guest-sdk/wit`, whose WASI is the
+/// host's; a check that sends no request imports no `wasi:http`), and the initialisation `preflight
+/// snapshot` runs. (C checks link the component type of `preflight:guest/check` from their bindings.)
 const GO_GUEST_WORLD: &str = "preflight:guest/check-snapshot";
 
-/// Builds the C check `<project>/c/*.c` with the C SDK (guest-sdk/c): bindings from `wit-bindgen c`,
-/// Debian's clang-19 and wasi-libc (a wasip1 reactor), then `wasm-tools component new` with the reactor
-/// adapter of the host's wasmtime version; once per test process. Returns the component's path; panics with
-/// the failing tool's output.
-pub fn build_c_check(project: &str) -> PathBuf {
+/// Builds the C check `<project>/c/*.c` as a scaffolded project's build.sh does: the C SDK (guest-sdk/c) with
+/// its committed bindings of the guest world, Debian's clang-19 and wasi-libc (a wasip1 reactor), then
+/// `preflight componentize` by the CLI at `preflight` (the test's own binary); once per test process.
+/// Returns the component's path; panics with the failing tool's output.
+pub fn build_c_check(project: &str, preflight: &Path) -> PathBuf {
     once(&format!("c/{project}"), || {
         let example = name_of(project);
         let root = workspace_root();
         let output_dir = wasm_target_dir().join("c");
         let sources = root.join(project).join("c");
         let sdk = root.join("guest-sdk/c");
+        let bindings = sdk.join("bindings");
         let clang = on_path("clang-19");
-        let (wit_bindgen, wasm_tools) = (tool("wit-bindgen"), tool("wasm-tools"));
         let path = component_path(
             &output_dir,
             example,
-            &[
-                &sources,
-                &sdk,
-                &root.join("guest-sdk/wit"),
-                &root.join("wit/v0.2"),
-            ],
-            &[&clang, &wit_bindgen, &wasm_tools],
+            &[&sources, &sdk],
+            &[&clang, preflight],
         );
         if path.exists() {
             return path;
         }
         let scratch = output_dir.join(format!("{example}-build-{}", std::process::id()));
-        let bindings = scratch.join("bindings");
-        run(step(&wit_bindgen)
-            .arg("c")
-            .arg(root.join("guest-sdk/wit"))
-            .args(["--world", GUEST_WORLD, "--out-dir"])
-            .arg(&bindings));
+        std::fs::create_dir_all(&scratch).expect("the scratch directory can be created");
         let core = scratch.join("core.wasm");
         run(step(&clang)
             .args([
@@ -241,26 +230,25 @@ pub fn build_c_check(project: &str) -> PathBuf {
             .args(files_ending(&bindings, "_component_type.o"))
             .arg("-o")
             .arg(&core));
-        componentize(&core, &path);
+        componentize(preflight, &core, None, &path);
         let _ = std::fs::remove_dir_all(&scratch);
         path
     })
 }
 
 /// Builds the Go check `<project>/go` (a module using guest-sdk/go through a `replace`) with Go's
-/// wasip1 port as a reactor (`-buildmode=c-shared`), then `wasm-tools component embed` (the guest world
-/// with the snapshot's initialisation) and `component new` with the reactor adapter; once per test process.
+/// wasip1 port as a reactor (`-buildmode=c-shared`), then `preflight componentize` by the CLI at `preflight`
+/// (the guest world with the snapshot's initialisation, and the reactor adapter); once per test process.
 /// Go's caches are those `scripts/setup` fills, so nothing is downloaded. Not pre-initialised: build.sh's
 /// last step is [`pre_initialize_go_check`]. Returns the component's path; panics with the failing tool's
 /// output.
-pub fn build_go_check(project: &str) -> PathBuf {
+pub fn build_go_check(project: &str, preflight: &Path) -> PathBuf {
     once(&format!("go/{project}"), || {
         let example = name_of(project);
         let root = workspace_root();
         let output_dir = wasm_target_dir().join("go");
         let sources = root.join(project).join("go");
         let go = on_path("go");
-        let wasm_tools = tool("wasm-tools");
         let path = component_path(
             &output_dir,
             example,
@@ -270,7 +258,7 @@ pub fn build_go_check(project: &str) -> PathBuf {
                 &root.join("guest-sdk/wit"),
                 &root.join("wit/v0.2"),
             ],
-            &[&go, &wasm_tools],
+            &[&go, preflight],
         );
         if path.exists() {
             return path;
@@ -292,15 +280,12 @@ pub fn build_go_check(project: &str) -> PathBuf {
             ])
             .arg(&core)
             .arg("."));
-        let embedded = scratch.join("embedded.wasm");
-        run(step(&wasm_tools)
-            .args(["component", "embed"])
-            .arg(root.join("guest-sdk/wit"))
-            .args(["--world", GO_GUEST_WORLD])
-            .arg(&core)
-            .arg("-o")
-            .arg(&embedded));
-        componentize(&embedded, &path);
+        componentize(
+            preflight,
+            &core,
+            Some((&root.join("guest-sdk/wit"), GO_GUEST_WORLD)),
+            &path,
+        );
         let _ = std::fs::remove_dir_all(&scratch);
         path
     })
@@ -311,7 +296,7 @@ pub fn build_go_check(project: &str) -> PathBuf {
 /// while the sources, the toolchain and that binary are unchanged. Returns the component's path; panics
 /// with the CLI's output.
 pub fn pre_initialize_go_check(project: &str, preflight: &Path) -> PathBuf {
-    let built = build_go_check(project);
+    let built = build_go_check(project, preflight);
     once(&format!("go-snapshot/{project}"), || {
         let output_dir = wasm_target_dir().join("go");
         let path = component_path(
@@ -322,7 +307,7 @@ pub fn pre_initialize_go_check(project: &str, preflight: &Path) -> PathBuf {
         );
         if !path.exists() {
             let scratch = path.with_extension(format!("{}.wasm", std::process::id()));
-            run(step(preflight)
+            run(preflight_step(preflight)
                 .arg("snapshot")
                 .arg(&built)
                 .arg("-o")
@@ -333,32 +318,33 @@ pub fn pre_initialize_go_check(project: &str, preflight: &Path) -> PathBuf {
     })
 }
 
-/// `wasm-tools component new` of a wasip1 reactor `core` module carrying its component type, with the reactor
-/// adapter of the wasmtime version the host is built with (so that its WASI imports are those the host links).
-fn componentize(core: &Path, component: &Path) {
-    let adapter = core.with_file_name("wasi_snapshot_preview1.reactor.wasm");
-    std::fs::write(
-        &adapter,
-        wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
-    )
-    .expect("the adapter can be written");
-    run(step(tool("wasm-tools"))
-        .args(["component", "new"])
+/// `preflight componentize` of a wasip1 reactor `core` module into `component`, with the world `wit` names
+/// embedded when the module does not carry its component type.
+fn componentize(preflight: &Path, core: &Path, wit: Option<(&Path, &str)>, component: &Path) {
+    let mut command = preflight_step(preflight);
+    command
+        .arg("componentize")
         .arg(core)
-        .arg("--adapt")
-        .arg(format!(
-            "{}={}",
-            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
-            adapter.display()
-        ))
         .arg("-o")
-        .arg(component));
+        .arg(component);
+    if let Some((dir, world)) = wit {
+        command.arg("--wit").arg(dir).args(["--world", world]);
+    }
+    run(&mut command);
 }
 
 /// A build step running `program` with a ten-minute limit (`timeout`), for [`run`].
 fn step(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut command = Command::new("timeout");
     command.arg("600").arg(program);
+    command
+}
+
+/// A build step running the CLI at `preflight`, which keeps what it compiles (it loads what it writes) where
+/// the tests' engines and commands look first ([`compiled_cache_dir`]).
+fn preflight_step(preflight: &Path) -> Command {
+    let mut command = step(preflight);
+    command.env("PREFLIGHT_CACHE_DIR", compiled_cache_dir());
     command
 }
 
@@ -398,8 +384,8 @@ pub fn newcomer_command(program: &str, installed: &[PathBuf]) -> Command {
 }
 
 /// The environment under which the guest toolchains `scripts/setup` installs are found by the build scripts
-/// of `preflight scaffold` projects (`COMPONENTIZE_PY`, `COMPONENTIZE_JS`, `WIT_BINDGEN`, `WASM_TOOLS`), and
-/// Go builds use its caches without the network; Rust builds stay offline too.
+/// of `preflight scaffold` projects (`COMPONENTIZE_PY`, `COMPONENTIZE_JS`), and Go builds use its caches
+/// without the network; Rust builds stay offline too.
 pub fn toolchain_env() -> Vec<(&'static str, std::ffi::OsString)> {
     let cache = cache_dir();
     vec![
@@ -411,8 +397,6 @@ pub fn toolchain_env() -> Vec<(&'static str, std::ffi::OsString)> {
             "COMPONENTIZE_JS",
             cache.join("js/node_modules/.bin/componentize-js").into(),
         ),
-        ("WIT_BINDGEN", tool("wit-bindgen").into()),
-        ("WASM_TOOLS", tool("wasm-tools").into()),
         ("GOMODCACHE", cache.join("go/modules").into()),
         ("GOCACHE", cache.join("go/cache").into()),
         ("GOFLAGS", "-modcacherw -mod=readonly".into()),
@@ -420,11 +404,6 @@ pub fn toolchain_env() -> Vec<(&'static str, std::ffi::OsString)> {
         ("GOTOOLCHAIN", "local".into()),
         ("CARGO_NET_OFFLINE", "true".into()),
     ]
-}
-
-/// A tool `scripts/setup` installs in `$PREFLIGHT_CACHE/tools/bin` (wit-bindgen, wasm-tools).
-fn tool(name: &str) -> PathBuf {
-    cache_dir().join("tools/bin").join(name)
 }
 
 /// Where `name` is on `PATH` (for the build digest); panics when it is not installed.

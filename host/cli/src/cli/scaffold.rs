@@ -4,12 +4,13 @@
 //! The templates are `host/cli/scaffold/<language>/` plus a shared `fixtures.yaml`, with `{{name}}` (the
 //! project directory's name), `{{crate}}` (the same with `_` for `-`), `{{find_tool}}` (the shell function
 //! in `find-tool.sh` by which a build script finds the tools the repository's setup installed) and
-//! `{{preflight}}` (this binary's path, quoted for the shell: Go builds run `preflight snapshot`) filled in.
-//! The SDK of every language but Rust is copied into the project from this binary, with the WIT it is built
-//! against, so that the project builds with nothing but its toolchain and matches the contract versions this
-//! binary serves; Go and C projects also get the wasip1 reactor adapter of this binary's wasmtime. A Rust
-//! project gets the `preflight-guest` crate the same way (in `preflight-sdk/`, with the contract it is built
-//! against), or depends on a checkout given with `--sdk`, by a path relative to the project.
+//! `{{preflight}}` (this binary's path, quoted for the shell: C and Go builds run `preflight componentize`,
+//! Go builds `preflight snapshot`) filled in. The SDK of every language but Rust is copied into the project
+//! from this binary, with the WIT it is built against (for C, the bindings generated from it), so that the
+//! project builds with nothing but its toolchain and this binary, and matches the contract versions it
+//! serves. A Rust project gets the `preflight-guest` crate the same way (in `preflight-sdk/`, with the
+//! contract it is built against), or depends on a checkout given with `--sdk`, by a path relative to the
+//! project.
 
 use super::{Problem, ScaffoldArgs};
 use clap::ValueEnum;
@@ -24,7 +25,7 @@ static PYTHON_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/p
 static JAVASCRIPT_SDK: &str = include_str!("../../../../guest-sdk/javascript/preflight.js");
 /// The Go SDK module (its committed bindings included).
 static GO_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/go");
-/// The C SDK's sources.
+/// The C SDK's sources, with the bindings of the guest world (`bindings/`).
 static C_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/c");
 /// The guest world Python and JavaScript checks are built for, with the contract and WASI as its deps.
 static GUEST_WIT: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../guest-sdk/wit");
@@ -182,12 +183,10 @@ pub fn scaffold(args: ScaffoldArgs) -> Result<(), Problem> {
             write(&directory.join("go.sum"), sums.as_bytes())?;
             // The guest world: the contract and wasi:http, for the SDK's HTTP helper.
             write_dir(&GUEST_WIT, &directory.join("wit"), &str::to_owned)?;
-            write_adapter(directory)?;
         }
         Language::C => {
             write_dir(&C_SDK, &directory.join("preflight-sdk"), &str::to_owned)?;
             write_dir(&GUEST_WIT, &directory.join("wit"), &str::to_owned)?;
-            write_adapter(directory)?;
         }
     }
     println!(
@@ -232,14 +231,6 @@ fn valid_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-}
-
-/// The wasip1 reactor adapter of the host's wasmtime, for languages built as wasip1 modules.
-fn write_adapter(directory: &Path) -> Result<(), Problem> {
-    write(
-        &directory.join("wasi_snapshot_preview1.reactor.wasm"),
-        wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
-    )
 }
 
 /// Writes every file of `dir` under `target`, text passed through `fill`; skips Python's bytecode caches.

@@ -21,15 +21,23 @@ fn builds(project: &str, package: &str) -> Vec<(&'static str, PathBuf)> {
         ("python", build_python_check(project)),
         ("javascript", build_js_check(project)),
         ("go", go_check(project)),
-        ("go, not pre-initialised", build_go_check(project)),
-        ("c", build_c_check(project)),
+        (
+            "go, not pre-initialised",
+            build_go_check(project, this_binary()),
+        ),
+        ("c", build_c_check(project, this_binary())),
     ]
 }
 
 /// The Go build of `project` as a scaffolded build.sh makes it: pre-initialised by this binary's
 /// `preflight snapshot`.
 fn go_check(project: &str) -> PathBuf {
-    pre_initialize_go_check(project, Path::new(env!("CARGO_BIN_EXE_preflight")))
+    pre_initialize_go_check(project, this_binary())
+}
+
+/// The `preflight` binary under test, which C and Go builds are componentized with as build.sh does it.
+fn this_binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_preflight"))
 }
 
 fn preflight(args: &[&str]) -> (i32, String) {
@@ -457,7 +465,10 @@ fn every_language_refuses_a_configuration_with_the_validator_s_message() {
         ("python", build_python_check("plugins/external-dependency")),
         ("javascript", build_js_check("plugins/external-dependency")),
         ("go", go_check("plugins/external-dependency")),
-        ("c", build_c_check("plugins/external-dependency")),
+        (
+            "c",
+            build_c_check("plugins/external-dependency", this_binary()),
+        ),
     ] {
         let check = engine.load(&std::fs::read(&path).unwrap()).unwrap();
         for (config, says) in [
@@ -502,7 +513,10 @@ fn every_language_reaches_out_the_same_way_under_the_same_grant() {
         ("python", build_python_check("plugins/external-dependency")),
         ("javascript", build_js_check("plugins/external-dependency")),
         ("go", go_check("plugins/external-dependency")),
-        ("c", build_c_check("plugins/external-dependency")),
+        (
+            "c",
+            build_c_check("plugins/external-dependency", this_binary()),
+        ),
     ];
     for dependency in ["db", "queue"] {
         let object = dir.join(format!("{dependency}.yaml"));
@@ -602,7 +616,7 @@ fn starts_and_empty_segments(path: &Path) -> (usize, usize) {
 fn preflight_snapshot_pre_initialises_a_go_build_and_refuses_a_check_it_cannot() {
     // wit-component runs a reactor's `_initialize` (Go's runtime start and package inits) from a start
     // function; a snapshot begins where it left off and must not run it again.
-    let built = build_go_check("plugins/dependency-ready");
+    let built = build_go_check("plugins/dependency-ready", this_binary());
     let snapshot = go_check("plugins/dependency-ready");
     // Wizer leaves an empty passive segment for each active one it applied, which wasmtime would set up in
     // every instance; no Go code names a segment, so none is left.
@@ -612,7 +626,7 @@ fn preflight_snapshot_pre_initialises_a_go_build_and_refuses_a_check_it_cannot()
     // conformance check also reads the wall clock into a package variable); the same build snapshotted again
     // gives the same bytes (a rebuilt check keeps its digest).
     for project in ["plugins/dependency-ready", "tests/conformance"] {
-        let (built, snapshot) = (build_go_check(project), go_check(project));
+        let (built, snapshot) = (build_go_check(project, this_binary()), go_check(project));
         let again =
             std::env::temp_dir().join(format!("snapshot-again-{}.wasm", std::process::id()));
         let (status, said) = preflight(&[
@@ -643,6 +657,60 @@ fn preflight_snapshot_pre_initialises_a_go_build_and_refuses_a_check_it_cannot()
         "{said}"
     );
     assert!(!output.exists());
+}
+
+#[test]
+fn preflight_componentize_says_why_it_cannot_make_a_check_of_a_module_and_writes_nothing() {
+    // Every C and Go build in these tests is componentized by it, as build.sh does it; here what it refuses.
+    let dir = std::env::temp_dir().join(format!("componentize-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_wasm = dir.join("notes.wasm");
+    std::fs::write(&not_wasm, "not WebAssembly").unwrap();
+    // The smallest core module: no component type, no exports.
+    let bare = dir.join("bare.wasm");
+    std::fs::write(&bare, b"\0asm\x01\0\0\0").unwrap();
+    let component = build_c_check("plugins/dependency-ready", this_binary());
+    let wit = workspace_root().join("guest-sdk/wit");
+    let output = dir.join("out.wasm");
+    for (input, world, says) in [
+        (&not_wasm, None, "is not a WebAssembly core module"),
+        (&component, None, "is a component already"),
+        (
+            &bare,
+            None,
+            "carries no component type: name the world it implements with --wit DIR --world",
+        ),
+        (
+            &bare,
+            Some("preflight:guest/nope"),
+            "--world: World `nope` not found in package `preflight:guest`",
+        ),
+        (
+            &bare,
+            Some("preflight:guest/check"),
+            "cannot make a component of it: failed to decode world from module",
+        ),
+    ] {
+        let mut command = Command::new(this_binary());
+        command
+            .arg("componentize")
+            .arg(input)
+            .arg("-o")
+            .arg(&output);
+        if let Some(world) = world {
+            command.arg("--wit").arg(&wit).args(["--world", world]);
+        }
+        let refused = command.output().unwrap();
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{input:?} {world:?}: {said}"
+        );
+        assert!(said.contains(says), "{input:?} {world:?}: {said}");
+        assert!(!output.exists(), "{input:?} {world:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
