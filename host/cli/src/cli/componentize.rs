@@ -15,19 +15,16 @@ use wit_parser::Resolve;
 pub fn componentize(args: &ComponentizeArgs) -> Result<u8, Problem> {
     let mut module = input::read(&args.module)?;
     let refused = |why: String| Problem::Input(format!("{}: {why}", args.module.display()));
-    match module.get(..8) {
-        Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => {}
-        Some([0, b'a', b's', b'm', _, _, 1, 0]) => {
-            return Err(refused(
-                "is a component already (`preflight inspect` describes it)".to_owned(),
-            ));
-        }
-        _ => {
-            return Err(refused(
-                "is not a WebAssembly core module (it does not start with \\0asm, version 1)"
-                    .to_owned(),
-            ));
-        }
+    if wasmparser::Parser::is_component(&module) {
+        return Err(refused(
+            "is a component already (`preflight inspect` describes it)".to_owned(),
+        ));
+    }
+    if !wasmparser::Parser::is_core_wasm(&module) {
+        return Err(refused(
+            "is not a WebAssembly core module (it does not start with \\0asm, version 1)"
+                .to_owned(),
+        ));
     }
     let size = module.len();
     if let Some(wit) = &args.wit {
