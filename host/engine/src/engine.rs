@@ -20,7 +20,7 @@ use crate::pre_initialize;
 use crate::projection::Projection;
 use crate::request::Request;
 use crate::result::verdict_of;
-use crate::reuse::{Warm, WarmKey, WarmPool};
+use crate::reuse::{Warm, WarmKeyRef, WarmPool};
 use crate::validate::{self, Interface};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -361,20 +361,21 @@ impl Engine {
         grants: &Grants,
         max_uses: u32,
     ) -> Evaluation {
-        let key = WarmKey::of(check.digest(), request, &grants.holder);
-        let (mut store, bound, uses, slot) = match self.warm.take(&key) {
-            Some(mut warm) => {
+        let wanted = WarmKeyRef::of(check.digest(), request, &grants.holder);
+        let (key, mut store, bound, uses, slot) = match self.warm.take(&wanted) {
+            Some((key, mut warm)) => {
                 warm.store.data_mut().begin(
                     limits.memory_bytes.min(self.max_memory_bytes),
                     request.now,
                     grants,
                     &request.target,
                 );
-                (warm.store, Some(warm.bound), warm.uses, warm.slot)
+                (key, warm.store, Some(warm.bound), warm.uses, warm.slot)
             }
             None => {
                 let slot = self.slots(check.slots).await;
-                (self.new_store(request, limits, grants), None, 0, slot)
+                let store = self.new_store(request, limits, grants);
+                (wanted.to_owned_key(), store, None, 0, slot)
             }
         };
         let started = Instant::now();

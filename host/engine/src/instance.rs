@@ -10,7 +10,8 @@ use std::time::SystemTime;
 use wasmtime::Store;
 
 /// A request in the bindings of contract module `$version` (the records are the same in every version so
-/// far; each version's bindings have their own types).
+/// far; each version's bindings have their own types), borrowing the request's strings: they are lowered
+/// into the guest's memory from where they are, with no copy on the host.
 macro_rules! wit_request {
     ($version:ident, $request:expr) => {{
         let request: &Request = $request;
@@ -19,14 +20,14 @@ macro_rules! wit_request {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
         $version::CheckRequest {
-            object: request.object.clone(),
-            config: request.config.clone(),
+            object: &request.object,
+            config: &request.config,
             target: $version::Target {
-                group: request.target.group.clone(),
-                version: request.target.version.clone(),
-                kind: request.target.kind.clone(),
-                namespace: request.target.namespace.clone(),
-                name: request.target.name.clone(),
+                group: &request.target.group,
+                version: &request.target.version,
+                kind: &request.target.kind,
+                namespace: request.target.namespace.as_deref(),
+                name: &request.target.name,
             },
             now: $version::Datetime {
                 seconds: since_epoch.as_secs(),
@@ -63,12 +64,12 @@ impl Bound {
         Ok(match self {
             Self::V0_1(instance) => instance
                 .preflight_check_evaluate()
-                .call_check(store, &wit_request!(v0_1, request))
+                .call_check(store, wit_request!(v0_1, request))
                 .await?
                 .into(),
             Self::V0_2(instance) => instance
                 .preflight_check_evaluate()
-                .call_check(store, &wit_request!(v0_2, request))
+                .call_check(store, wit_request!(v0_2, request))
                 .await?
                 .into(),
         })

@@ -4,6 +4,9 @@ wasmtime::component::bindgen!({
     world: "preflight-check",
     path: "../../wit/v0.1",
     exports: { default: async },
+    // The request is lowered straight from the host's strings: `CheckRequest<'_>` borrows them (no copy of
+    // the object per evaluation); the types the guest returns stay owned.
+    ownership: Borrowing { duplicate_if_necessary: true },
 });
 
 pub use self::preflight::check::log::Level;

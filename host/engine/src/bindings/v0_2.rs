@@ -10,6 +10,9 @@ wasmtime::component::bindgen!({
         "preflight:check/cluster.list": async,
     },
     exports: { default: async },
+    // The request is lowered straight from the host's strings: `CheckRequest<'_>` borrows them (no copy of
+    // the object per evaluation); the types the guest returns stay owned.
+    ownership: Borrowing { duplicate_if_necessary: true },
 });
 
 pub use self::preflight::check::log::Level;
