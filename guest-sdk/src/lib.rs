@@ -61,6 +61,16 @@ mod outcome;
 mod request;
 #[doc(hidden)]
 pub mod runtime;
+#[cfg(any(
+    test,
+    all(
+        feature = "allocator",
+        target_arch = "wasm32",
+        target_os = "unknown",
+        not(target_feature = "atomics")
+    )
+))]
+mod small_blocks;
 pub mod testing;
 mod time;
 
