@@ -54,6 +54,7 @@ fn main() -> ExitCode {
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_level));
     let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colours_on_stderr())
         .with_env_filter(filter);
     if json {
         logs.json().init();
@@ -71,6 +72,14 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(runtime.block_on(cli::execute(args)))
+}
+
+/// Whether text logs are coloured: only on a terminal (a file, a pipe and `kubectl logs` get plain text),
+/// and not when `NO_COLOR` is set to anything (no-color.org).
+fn colours_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
 }
 
 /// The log targets a user filters on, kept stable (docs/operator.md): `preflight_operator` (the operator:

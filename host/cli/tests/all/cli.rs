@@ -839,3 +839,25 @@ fn cli_commands_keep_compiled_checks_in_the_user_s_cache_unless_told_otherwise()
     assert_eq!(kept(&chosen), both);
     std::fs::remove_dir_all(&home).unwrap();
 }
+
+#[test]
+fn text_logs_to_a_file_or_pipe_carry_no_colour_codes() {
+    let check = build_check("dependency-ready");
+    let output = Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_preflight"))
+        .args(["run", "--check", check.to_str().unwrap(), "--object"])
+        .arg(fixture("app-waiting.yaml"))
+        .env("RUST_LOG", "preflight_engine=info")
+        .output()
+        .unwrap();
+    let logs = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        logs.lines().any(|line| line.contains("INFO")),
+        "an INFO line from the engine: {logs}"
+    );
+    assert!(
+        !logs.contains('\u{1b}'),
+        "escape codes in a piped log: {logs:?}"
+    );
+}
