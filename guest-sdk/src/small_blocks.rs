@@ -3,7 +3,7 @@
 //! A check's evaluation allocates a few dozen small blocks and frees them all: the strings of the request
 //! the bindings receive, what serde decodes, the messages the check formats, the result. Behind talc each
 //! of those costs a search of its bins and a split on allocation and a merge on free; under `isolation:
-//! reuse` that was a quarter of the guest's time per evaluation (docs/performance.md, "Small blocks from
+//! reuse` that was 30 % of the guest's time per evaluation (docs/performance.md, "Small blocks from
 //! free lists"). Here a block of at most [`LARGEST`] bytes (alignment at most [`GRAIN`]) is rounded up to
 //! a multiple of [`GRAIN`], taken from the free list of that size when it has one, and pushed back on it
 //! when freed: a few instructions each way. Blocks are carved from the allocator behind only when their

@@ -75,7 +75,7 @@ fn main() -> ExitCode {
 }
 
 /// Whether text logs are coloured: only on a terminal (a file, a pipe and `kubectl logs` get plain text),
-/// and not when `NO_COLOR` is set to anything (no-color.org).
+/// and not when `NO_COLOR` is set to a non-empty value (no-color.org).
 fn colours_on_stderr() -> bool {
     use std::io::IsTerminal;
     std::io::stderr().is_terminal()
