@@ -18,13 +18,13 @@ use core::cell::UnsafeCell;
 use core::ptr;
 
 /// The step between block sizes, and the largest alignment a small block has.
-pub(crate) const GRAIN: usize = 8;
+const GRAIN: usize = 8;
 
 /// How many block sizes have a free list: `GRAIN`, `2 × GRAIN`, … up to [`LARGEST`].
 const SIZES: usize = 32;
 
 /// The largest block served from a free list.
-pub(crate) const LARGEST: usize = GRAIN * SIZES;
+const LARGEST: usize = GRAIN * SIZES;
 
 /// A free block: the first word of its memory links to the next free block of its size.
 struct FreeBlock {

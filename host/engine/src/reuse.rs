@@ -15,6 +15,7 @@ use crate::digest::Digest;
 use crate::guest_state::GuestState;
 use crate::instance::Bound;
 use crate::request::Request;
+use hashbrown::hash_map::EntryRef;
 use hashbrown::{Equivalent, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -125,12 +126,15 @@ impl Idle {
         &mut self,
         key: &Q,
     ) -> Option<(Arc<WarmKey>, Warm)> {
-        let (owned, instances) = self.by_key.get_key_value_mut(key)?;
-        let warm = instances.pop()?;
-        let owned = Arc::clone(owned);
-        if instances.is_empty() {
-            self.by_key.remove(key);
-        }
+        let EntryRef::Occupied(mut entry) = self.by_key.entry_ref(key) else {
+            return None;
+        };
+        let warm = entry.get_mut().pop()?;
+        let owned = if entry.get().is_empty() {
+            entry.remove_entry().0
+        } else {
+            Arc::clone(entry.key())
+        };
         self.count -= 1;
         Some((owned, warm))
     }

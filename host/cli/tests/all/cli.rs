@@ -50,10 +50,16 @@ fn preflight(args: &[&str]) -> (i32, String) {
 
 /// Runs `preflight` (killed after a minute) and returns its exit status and standard error.
 fn preflight_with_stderr(args: &[&str]) -> (i32, String) {
+    preflight_with_stderr_env(args, &[])
+}
+
+/// [`preflight_with_stderr`] with `env` added to its environment.
+fn preflight_with_stderr_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let output = Command::new("timeout")
         .arg("60")
         .arg(env!("CARGO_BIN_EXE_preflight"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     (
@@ -843,15 +849,17 @@ fn cli_commands_keep_compiled_checks_in_the_user_s_cache_unless_told_otherwise()
 #[test]
 fn text_logs_to_a_file_or_pipe_carry_no_colour_codes() {
     let check = build_check("dependency-ready");
-    let output = Command::new("timeout")
-        .arg("60")
-        .arg(env!("CARGO_BIN_EXE_preflight"))
-        .args(["run", "--check", check.to_str().unwrap(), "--object"])
-        .arg(fixture("app-waiting.yaml"))
-        .env("RUST_LOG", "preflight_engine=info")
-        .output()
-        .unwrap();
-    let logs = String::from_utf8_lossy(&output.stderr);
+    let object = fixture("app-waiting.yaml");
+    let (_, logs) = preflight_with_stderr_env(
+        &[
+            "run",
+            "--check",
+            check.to_str().unwrap(),
+            "--object",
+            object.to_str().unwrap(),
+        ],
+        &[("RUST_LOG", "preflight_engine=info")],
+    );
     assert!(
         logs.lines().any(|line| line.contains("INFO")),
         "an INFO line from the engine: {logs}"
