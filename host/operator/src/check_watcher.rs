@@ -4,8 +4,8 @@
 //! configuration the check rejects) is reported on its ConfigMap (Event), in the log and in metrics, and
 //! never replaces the last good one.
 //!
-//! A check shipped in parts is loaded again when one of its parts appears, changes or is deleted (a deleted
-//! part is reported at once, by number). The component of every version loaded from parts is kept on disk
+//! A check shipped in parts is loaded again when one of its parts appears, changes or is deleted, also while
+//! the parts watch was down ([`PartChanges`]; a deleted part is reported at once, by number). The component of every version loaded from parts is kept on disk
 //! ([`KeptComponents`]), so that a version whose parts went missing still serves after a restart.
 //!
 //! Versions compile in parallel (a slow compile of one check never delays another), and only the newest
@@ -20,6 +20,7 @@ use crate::kept_components::KeptComponents;
 use crate::lookups::{GrantedLookups, ObjectCaches};
 use crate::metrics::{KindLabels, LoadFailureLabels, Metrics};
 use crate::oci_source::{OciSources, PulledComponent};
+use crate::part_changes::PartChanges;
 use crate::parts;
 use crate::signing::{Signing, blob_signatures};
 use crate::tasks::AbortOnDrop;
@@ -213,7 +214,9 @@ pub(crate) async fn prepare(
 
 /// Loads the newest version of a check again when one of its parts is created, changed or deleted after it
 /// (parts are applied before their check by `preflight pack`'s manifests, but nothing forces that order; a
-/// deleted part of the version in force is reported at once, like a missing one).
+/// deleted part of the version in force is reported at once, like a missing one). A relist of the parts
+/// (after a watch the API server expired) loads again the checks whose parts it shows changed; the first
+/// list loads nothing: the check watcher loads every check with the parts it lists itself.
 async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
     let client = loader.watcher.client.clone();
     let api: Api<ConfigMap> = match &namespace {
@@ -222,26 +225,21 @@ async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
     };
     let config = watcher::Config::default().labels(PART_OF_LABEL);
     let mut events = watcher(api, config).default_backoff().boxed();
+    let mut changes = PartChanges::default();
     while let Some(event) = events.next().await {
-        let part = match event {
-            Ok(watcher::Event::Apply(part) | watcher::Event::Delete(part)) => part,
-            Ok(_) => continue,
+        let changed = match event {
+            Ok(event) => changes.checks_to_load(event),
             Err(error) => {
                 error!(%error, "watching check parts");
                 continue;
             }
         };
-        let (Some(namespace), Some(check)) = (part.namespace(), part.labels().get(PART_OF_LABEL))
-        else {
-            continue;
-        };
-        let newest = loader
-            .progress()
-            .in_parts
-            .get(&format!("{namespace}/{check}"))
-            .cloned();
-        if let Some(config_map) = newest {
-            drop(loader.apply(config_map));
+        for check in changed {
+            let newest = loader.progress().in_parts.get(&check).cloned();
+            if let Some(config_map) = newest {
+                info!(%check, "a part changed: loading the check again");
+                drop(loader.apply(config_map));
+            }
         }
     }
 }

@@ -38,6 +38,7 @@ mod membership;
 mod metrics;
 mod oci_source;
 mod outputs;
+mod part_changes;
 mod parts;
 mod pause;
 mod reconcile;

@@ -1,0 +1,260 @@
+//! Which checks to load again, from the events of the watch on part ConfigMaps: the check of a part
+//! created, changed or deleted, and after a relist (the API server expired the watch) the checks whose
+//! parts the relist shows changed. A relist sends no Delete for a part deleted while the watch was down
+//! (kube's watcher says objects missing from it are to be assumed deleted), and a part created or changed
+//! meanwhile comes as a listed object, not as a change; so the parts seen (each with the check it belongs
+//! to and its `resourceVersion`) are compared with those relisted.
+
+use crate::config_map_format::PART_OF_LABEL;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::runtime::watcher::Event;
+use std::collections::{BTreeSet, HashMap};
+
+/// The parts watch's state: the parts seen, those of a relist under way, and whether a list completed.
+#[derive(Debug, Default)]
+pub(crate) struct PartChanges {
+    seen: SeenParts,
+    relisted: SeenParts,
+    listed_before: bool,
+}
+
+impl PartChanges {
+    /// The checks (`namespace/check`) to load again after `event`. The first list names none: the check
+    /// watcher loads every check with the parts it lists itself.
+    pub(crate) fn checks_to_load(&mut self, event: Event<ConfigMap>) -> BTreeSet<String> {
+        match event {
+            Event::Init => {
+                self.relisted = SeenParts::default();
+                BTreeSet::new()
+            }
+            Event::InitApply(part) => {
+                self.relisted.record(&part);
+                BTreeSet::new()
+            }
+            Event::InitDone => {
+                let before = std::mem::replace(&mut self.seen, std::mem::take(&mut self.relisted));
+                if std::mem::replace(&mut self.listed_before, true) {
+                    self.seen.checks_changed_since(&before)
+                } else {
+                    BTreeSet::new()
+                }
+            }
+            Event::Apply(part) => self.seen.record(&part).into_iter().collect(),
+            Event::Delete(part) => self.seen.forget(&part).into_iter().collect(),
+        }
+    }
+}
+
+/// The parts seen, by `namespace/name`.
+#[derive(Debug, Default)]
+struct SeenParts(HashMap<String, SeenPart>);
+
+/// A part as last seen: the check it belongs to (`namespace/check`) and its version.
+#[derive(Debug, PartialEq, Eq)]
+struct SeenPart {
+    check: String,
+    resource_version: Option<String>,
+}
+
+impl SeenParts {
+    /// Records `part` as seen; returns the check it belongs to (`None` for a ConfigMap without a
+    /// namespace or a `part-of` label, which is no part of any check).
+    fn record(&mut self, part: &ConfigMap) -> Option<String> {
+        let (key, check) = key_and_check(part)?;
+        let seen = SeenPart {
+            check: check.clone(),
+            resource_version: part.resource_version(),
+        };
+        self.0.insert(key, seen);
+        Some(check)
+    }
+
+    /// Forgets a deleted part; returns the check it belonged to.
+    fn forget(&mut self, part: &ConfigMap) -> Option<String> {
+        let (key, check) = key_and_check(part)?;
+        self.0.remove(&key);
+        Some(check)
+    }
+
+    /// The checks with a part here that `before` lacked or saw at another version, or a part `before`
+    /// saw that is gone here.
+    fn checks_changed_since(&self, before: &SeenParts) -> BTreeSet<String> {
+        let changed_or_new = self
+            .0
+            .iter()
+            .filter(|(key, seen)| before.0.get(*key) != Some(*seen))
+            .map(|(_, seen)| seen.check.clone());
+        let gone = before
+            .0
+            .iter()
+            .filter(|(key, _)| !self.0.contains_key(*key))
+            .map(|(_, seen)| seen.check.clone());
+        changed_or_new.chain(gone).collect()
+    }
+}
+
+/// The part's `namespace/name` and its check's `namespace/check`.
+fn key_and_check(part: &ConfigMap) -> Option<(String, String)> {
+    let namespace = part.namespace()?;
+    let check = part.labels().get(PART_OF_LABEL)?;
+    Some((
+        format!("{namespace}/{}", part.name_any()),
+        format!("{namespace}/{check}"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(namespace: &str, name: &str, check: &str, version: &str) -> ConfigMap {
+        let mut part = ConfigMap::default();
+        part.metadata.namespace = Some(namespace.to_owned());
+        part.metadata.name = Some(name.to_owned());
+        part.metadata.resource_version = Some(version.to_owned());
+        part.metadata.labels = Some([(PART_OF_LABEL.to_owned(), check.to_owned())].into());
+        part
+    }
+
+    /// Parts 1 and 2 of check `a`, part 1 of `b` and of `c`, in namespace `ns`.
+    fn four_parts() -> [ConfigMap; 4] {
+        [
+            part("ns", "a-part-1", "a", "10"),
+            part("ns", "a-part-2", "a", "11"),
+            part("ns", "b-part-1", "b", "12"),
+            part("ns", "c-part-1", "c", "13"),
+        ]
+    }
+
+    fn seen(parts: &[ConfigMap]) -> SeenParts {
+        let mut seen = SeenParts::default();
+        for part in parts {
+            seen.record(part);
+        }
+        seen
+    }
+
+    #[test]
+    fn a_relist_names_the_checks_whose_parts_changed() {
+        let [a1, a2, b1, _] = four_parts();
+        let b1_other_namespace = part("other", "b-part-1", "b", "12");
+        // What was seen, what a relist shows, the checks it names.
+        type Case = (
+            &'static str,
+            Vec<ConfigMap>,
+            Vec<ConfigMap>,
+            &'static [&'static str],
+        );
+        let cases: [Case; 6] = [
+            (
+                "nothing changed",
+                vec![a1.clone(), b1.clone()],
+                vec![a1.clone(), b1.clone()],
+                &[],
+            ),
+            (
+                "a part deleted",
+                vec![a1.clone(), a2.clone(), b1.clone()],
+                vec![a1.clone(), b1.clone()],
+                &["ns/a"],
+            ),
+            (
+                "a part created",
+                vec![a1.clone()],
+                vec![a1.clone(), a2.clone()],
+                &["ns/a"],
+            ),
+            (
+                "a part replaced",
+                vec![a1.clone(), b1.clone()],
+                vec![a1.clone(), part("ns", "b-part-1", "b", "13")],
+                &["ns/b"],
+            ),
+            (
+                "the same name elsewhere",
+                vec![b1.clone()],
+                vec![b1.clone(), b1_other_namespace],
+                &["other/b"],
+            ),
+            (
+                "everything gone",
+                vec![a1, a2, b1],
+                vec![],
+                &["ns/a", "ns/b"],
+            ),
+        ];
+        for (case, before, after, expected) in cases {
+            let changed = seen(&after).checks_changed_since(&seen(&before));
+            assert_eq!(changed, checks(expected), "{case}");
+        }
+    }
+
+    fn checks(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|name| name.to_string()).collect()
+    }
+
+    #[test]
+    fn changes_load_their_check_and_so_do_parts_a_relist_shows_changed_but_not_the_first_list() {
+        let [a1, a2, b1, c1] = four_parts();
+        let mut changes = PartChanges::default();
+        let steps = [
+            ("first list begins", Event::Init, checks(&[])),
+            ("first list: a1", Event::InitApply(a1.clone()), checks(&[])),
+            ("first list: a2", Event::InitApply(a2.clone()), checks(&[])),
+            ("first list: b1", Event::InitApply(b1.clone()), checks(&[])),
+            ("first list done", Event::InitDone, checks(&[])),
+            ("c1 created", Event::Apply(c1.clone()), checks(&["ns/c"])),
+            ("b1 deleted", Event::Delete(b1.clone()), checks(&["ns/b"])),
+            (
+                "b1 created again",
+                Event::Apply(b1.clone()),
+                checks(&["ns/b"]),
+            ),
+            ("relist begins", Event::Init, checks(&[])),
+            ("relist: a1", Event::InitApply(a1.clone()), checks(&[])),
+            (
+                "relist: b1 changed",
+                Event::InitApply(part("ns", "b-part-1", "b", "20")),
+                checks(&[]),
+            ),
+            ("relist: c1", Event::InitApply(c1.clone()), checks(&[])),
+            (
+                "relist done: a2 is gone",
+                Event::InitDone,
+                checks(&["ns/a", "ns/b"]),
+            ),
+            ("a relist with nothing changed", Event::Init, checks(&[])),
+            ("again: a1", Event::InitApply(a1), checks(&[])),
+            (
+                "again: b1",
+                Event::InitApply(part("ns", "b-part-1", "b", "20")),
+                checks(&[]),
+            ),
+            ("again: c1", Event::InitApply(c1), checks(&[])),
+            ("loads nothing", Event::InitDone, checks(&[])),
+        ];
+        for (step, event, expected) in steps {
+            assert_eq!(changes.checks_to_load(event), expected, "{step}");
+        }
+    }
+
+    #[test]
+    fn a_configmap_that_is_no_part_is_not_recorded() {
+        let mut unlabelled = part("ns", "x", "a", "1");
+        unlabelled.metadata.labels = None;
+        let mut seen = SeenParts::default();
+        assert_eq!(seen.record(&unlabelled), None);
+        assert_eq!(seen.forget(&unlabelled), None);
+        assert!(seen.0.is_empty());
+    }
+
+    #[test]
+    fn a_forgotten_part_counts_as_gone() {
+        let a1 = part("ns", "a-part-1", "a", "10");
+        let before = seen(std::slice::from_ref(&a1));
+        let mut after = seen(std::slice::from_ref(&a1));
+        assert_eq!(after.forget(&a1).as_deref(), Some("ns/a"));
+        assert_eq!(after.checks_changed_since(&before), checks(&["ns/a"]));
+    }
+}
