@@ -24,7 +24,8 @@ import math
 from componentize_py_types import Err
 from wit_world import exports as _wit_exports
 from wit_world.imports import log as _log
-from wit_world.imports.preflight_check_types import Output, PreflightResult
+from wit_world.imports.preflight_check_types import CheckRequest, Datetime, Output, PreflightResult
+from wit_world.imports.preflight_check_types import Target as _WitTarget
 
 from . import cluster, http
 
@@ -136,23 +137,30 @@ def _config(raw):
     return config
 
 
+def _evaluate(check, request):
+    """`check`'s answer to a `check-request`, as the contract's `preflight-result`."""
+    try:
+        config = _config(request.config)
+    except ValueError as problem:
+        return Outcome.error(f"invalid check configuration: {problem}").because("InvalidConfig")._result()
+    try:
+        outcome = check(Request(request, config))
+    except InvalidObject as problem:
+        outcome = Outcome.error(str(problem)).because("InvalidObject")
+    except Exception as problem:  # noqa: BLE001 - a check's exception is its error outcome
+        outcome = Outcome.error(f"{type(problem).__name__}: {problem}")
+    return outcome._result()
+
+
 def exports(check, validate=None):
     """The `Evaluate` and `Configure` classes componentize-py exports, for `check` and an optional
     `validate(config)` that raises (any exception) to refuse a configuration at load."""
 
+    _warm_up()
+
     class Evaluate(_wit_exports.Evaluate):
         def check(self, request):
-            try:
-                config = _config(request.config)
-            except ValueError as problem:
-                return Outcome.error(f"invalid check configuration: {problem}").because("InvalidConfig")._result()
-            try:
-                outcome = check(Request(request, config))
-            except InvalidObject as problem:
-                outcome = Outcome.error(str(problem)).because("InvalidObject")
-            except Exception as problem:  # noqa: BLE001 - a check's exception is its error outcome
-                outcome = Outcome.error(f"{type(problem).__name__}: {problem}")
-            return outcome._result()
+            return _evaluate(check, request)
 
     class Configure(_wit_exports.Configure):
         def validate_config(self, config):
@@ -164,6 +172,42 @@ def exports(check, validate=None):
                 raise Err(str(problem)) from None
 
     return Evaluate, Configure
+
+
+def _sdk_check(request):
+    """The SDK's own check for `_warm_up`, in the idioms checks are written in (this module's example): it
+    proceeds with an output, requeues with jitter, or raises."""
+    names = request.object.get("spec", {}).get("dependsOn", [])
+    missing = [name for name in names if name not in request.config.get("available", [])]
+    if request.object["metadata"].get("name") == "invalid":
+        raise InvalidObject("invalid")
+    if missing:
+        delay = with_jitter(request.config.get("retryAfterSeconds", 600), 10, request.target)
+        return Outcome.requeue_after(delay).because("Waiting", f"waiting for {', '.join(missing)}")
+    return Outcome.proceed().because("Ready", "all there").output("at", request.now_ms)
+
+
+def _warm_up():
+    """Runs the SDK's own side of an evaluation (decoding, the outcomes, the jitter, the result) with a check
+    of its own, never the author's, and calls no import. componentize-py snapshots the interpreter after
+    the app's import, and CPython specialises the bytecode it runs and fills its type caches as it goes: run
+    here, that is in the snapshot instead of redone in every fresh instance: a fresh evaluation of the example
+    0.86-0.90x, 191 pages faulted in instead of 227 (two rounds instead of 32 left more pages to fault in)."""
+    now = Datetime(seconds=1_796_000_000, nanoseconds=250_000_000)
+    config = '{"available": ["a"], "retryAfterSeconds": 600}'
+    for _ in range(32):
+        for name, depends_on in (("ready", ["a"]), ("waiting", ["a", "b"]), ("invalid", [])):
+            sample = {
+                "apiVersion": "example.com/v1", "kind": "Sample",
+                "metadata": {"name": name, "namespace": "default", "uid": "0" * 36, "resourceVersion": "1",
+                             "generation": 1, "creationTimestamp": "2026-12-04T10:15:30Z",
+                             "labels": {"app": name}, "annotations": {"note": "x" * 64}},
+                "spec": {"dependsOn": depends_on, "replicas": 3, "enabled": True, "ratio": 0.5, "none": None},
+                "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Waiting"}]},
+            }
+            target = _WitTarget(group="example.com", version="v1", kind="Sample", namespace="default", name=name)
+            request = CheckRequest(object=json.dumps(sample), config=config, target=target, now=now)
+            _evaluate(_sdk_check, request)
 
 
 _TIME_SEPARATORS = ((4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"))
