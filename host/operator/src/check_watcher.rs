@@ -25,6 +25,7 @@ use crate::parts;
 use crate::signing::{Signing, blob_signatures};
 use crate::tasks::AbortOnDrop;
 use crate::vocabulary::{CheckSource, Rejection, RejectionCause};
+use crate::watch_failures;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
@@ -133,7 +134,7 @@ impl CheckWatcher {
                 }
                 Ok(watcher::Event::Apply(config_map)) => drop(loader.apply(config_map)),
                 Ok(watcher::Event::Delete(config_map)) => loader.delete(&check_name(&config_map)),
-                Err(error) => error!(%error, "watching check ConfigMaps"),
+                Err(failure) => watch_failures::report(&failure, "check ConfigMaps"),
             }
         }
     }
@@ -229,8 +230,8 @@ async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
     while let Some(event) = events.next().await {
         let changed = match event {
             Ok(event) => changes.checks_to_load(event),
-            Err(error) => {
-                error!(%error, "watching check parts");
+            Err(failure) => {
+                watch_failures::report(&failure, "check parts");
                 continue;
             }
         };

@@ -51,6 +51,7 @@ mod summary;
 mod tasks;
 mod triggers;
 mod vocabulary;
+mod watch_failures;
 pub mod what_if;
 
 pub use capabilities::{CapabilitySettings, Credentials, HttpSettings, LookupSettings};

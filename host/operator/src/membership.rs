@@ -13,6 +13,7 @@ use crate::Error;
 use crate::leader::{LeaderElection, lease_manager};
 use crate::metrics::Metrics;
 use crate::ring::Ring;
+use crate::watch_failures;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -122,8 +123,9 @@ impl Follower {
             tokio::select! {
                 event = events.next() => match event {
                     Some(Ok(watcher::Event::InitDone)) => listed = true,
-                    Some(Err(error)) => {
-                        tracing::error!(%error, ring = %self.ring_name, "watching the ring's Leases");
+                    Some(Err(failure)) => {
+                        let watching = format!("the Leases of ring {}", self.ring_name);
+                        watch_failures::report(&failure, &watching);
                     }
                     _ => {}
                 },
