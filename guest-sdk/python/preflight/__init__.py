@@ -190,10 +190,10 @@ def _sdk_check(request):
 def _warm_up():
     """Runs the SDK's own side of an evaluation (decoding, the outcomes, the jitter, the result) with a check
     of its own, never the author's, and calls no import. componentize-py snapshots the interpreter after
-    the app's import, and CPython specialises the bytecode it runs and fills its type caches as it goes: run
-    here, that is in the snapshot instead of redone in every fresh instance: a fresh evaluation of the example
-    faults 191 pages in instead of 227 and runs 2 % fewer instructions (two rounds instead of 32 left more
-    pages to fault in)."""
+    the app's import, and CPython specialises the bytecode it runs and fills its type caches as it goes; run
+    here, that work is in the snapshot instead of redone in every fresh instance (a fresh evaluation of the
+    example faults 191 pages in instead of 227 and runs 2 % fewer instructions; two rounds instead of 32 left
+    more pages to fault in)."""
     now = Datetime(seconds=1_796_000_000, nanoseconds=250_000_000)
     config = '{"available": ["a"], "retryAfterSeconds": 600}'
     for _ in range(32):

@@ -5,8 +5,9 @@
 //! never replaces the last good one.
 //!
 //! A check shipped in parts is loaded again when one of its parts appears, changes or is deleted, also while
-//! the parts watch was down ([`PartChanges`]; a deleted part is reported at once, by number). The component of every version loaded from parts is kept on disk
-//! ([`KeptComponents`]), so that a version whose parts went missing still serves after a restart.
+//! the parts watch was down ([`PartChanges`]; a deleted part is reported at once, by number). The component
+//! of every version loaded from parts is kept on disk ([`KeptComponents`]), so that a version whose parts
+//! went missing still serves after a restart.
 //!
 //! Versions compile in parallel (a slow compile of one check never delays another), and only the newest
 //! version of each ConfigMap is ever installed: every change takes a sequence number, and a compile whose
@@ -37,7 +38,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
-use tracing::{error, info};
+use tracing::{debug, error, info};
 
 /// Where to look for check ConfigMaps.
 #[derive(Debug, Clone)]
@@ -238,7 +239,7 @@ async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
         for check in changed {
             let newest = loader.progress().in_parts.get(&check).cloned();
             if let Some(config_map) = newest {
-                info!(%check, "a part changed: loading the check again");
+                debug!(%check, "a part changed: loading the check again");
                 drop(loader.apply(config_map));
             }
         }

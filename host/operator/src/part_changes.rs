@@ -135,6 +135,10 @@ mod tests {
         seen
     }
 
+    fn checks(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|name| name.to_string()).collect()
+    }
+
     #[test]
     fn a_relist_names_the_checks_whose_parts_changed() {
         let [a1, a2, b1, _] = four_parts();
@@ -190,10 +194,6 @@ mod tests {
         }
     }
 
-    fn checks(names: &[&str]) -> BTreeSet<String> {
-        names.iter().map(|name| name.to_string()).collect()
-    }
-
     #[test]
     fn changes_load_their_check_and_so_do_parts_a_relist_shows_changed_but_not_the_first_list() {
         let [a1, a2, b1, c1] = four_parts();
@@ -247,14 +247,5 @@ mod tests {
         assert_eq!(seen.record(&unlabelled), None);
         assert_eq!(seen.forget(&unlabelled), None);
         assert!(seen.0.is_empty());
-    }
-
-    #[test]
-    fn a_forgotten_part_counts_as_gone() {
-        let a1 = part("ns", "a-part-1", "a", "10");
-        let before = seen(std::slice::from_ref(&a1));
-        let mut after = seen(std::slice::from_ref(&a1));
-        assert_eq!(after.forget(&a1).as_deref(), Some("ns/a"));
-        assert_eq!(after.checks_changed_since(&before), checks(&["ns/a"]));
     }
 }
