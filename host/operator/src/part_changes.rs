@@ -8,6 +8,7 @@
 use crate::config_map_format::PART_OF_LABEL;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use std::collections::{BTreeSet, HashMap};
 
@@ -46,9 +47,9 @@ impl PartChanges {
     }
 }
 
-/// The parts seen, by `namespace/name`.
+/// The parts seen, by the reference kube's reflector keys objects with.
 #[derive(Debug, Default)]
-struct SeenParts(HashMap<String, SeenPart>);
+struct SeenParts(HashMap<ObjectRef<ConfigMap>, SeenPart>);
 
 /// A part as last seen: the check it belongs to (`namespace/check`) and its version.
 #[derive(Debug, PartialEq, Eq)]
@@ -61,19 +62,19 @@ impl SeenParts {
     /// Records `part` as seen; returns the check it belongs to (`None` for a ConfigMap without a
     /// namespace or a `part-of` label, which is no part of any check).
     fn record(&mut self, part: &ConfigMap) -> Option<String> {
-        let (key, check) = key_and_check(part)?;
+        let check = check_of(part)?;
         let seen = SeenPart {
             check: check.clone(),
             resource_version: part.resource_version(),
         };
-        self.0.insert(key, seen);
+        self.0.insert(ObjectRef::from_obj(part), seen);
         Some(check)
     }
 
     /// Forgets a deleted part; returns the check it belonged to.
     fn forget(&mut self, part: &ConfigMap) -> Option<String> {
-        let (key, check) = key_and_check(part)?;
-        self.0.remove(&key);
+        let check = check_of(part)?;
+        self.0.remove(&ObjectRef::from_obj(part));
         Some(check)
     }
 
@@ -94,14 +95,11 @@ impl SeenParts {
     }
 }
 
-/// The part's `namespace/name` and its check's `namespace/check`.
-fn key_and_check(part: &ConfigMap) -> Option<(String, String)> {
+/// The part's check, `namespace/check`.
+fn check_of(part: &ConfigMap) -> Option<String> {
     let namespace = part.namespace()?;
     let check = part.labels().get(PART_OF_LABEL)?;
-    Some((
-        format!("{namespace}/{}", part.name_any()),
-        format!("{namespace}/{check}"),
-    ))
+    Some(format!("{namespace}/{check}"))
 }
 
 #[cfg(test)]
