@@ -100,19 +100,27 @@ impl CheckWatcher {
             Some(namespace) => Api::namespaced(self.client.clone(), namespace),
             None => Api::all(self.client.clone()),
         };
-        let config = watcher::Config::default().labels(&selection.label_selector);
-        let mut events = watcher(api, config).default_backoff().boxed();
         let loader = Arc::new(Loader {
             watcher: self,
             progress: Mutex::default(),
             compile_slots: Semaphore::new(PARALLEL_COMPILES),
         });
+        let (parts_listed, mut listed_parts) = watch::channel(false);
         let parts = tokio::spawn(watch_parts(
             Arc::clone(&loader),
             selection.namespace.clone(),
+            parts_listed,
         ));
         // The parts watcher ends with the check watcher.
         let _parts = AbortOnDrop(parts);
+        // Checks are listed only once the parts are: a part deleted or changed after a check's load listed
+        // its parts then reaches the parts watch as an event, never in a gap before its first list.
+        if listed_parts.wait_for(|listed| *listed).await.is_err() {
+            error!("the parts watch ended before listing; no check is loaded");
+            return;
+        }
+        let config = watcher::Config::default().labels(&selection.label_selector);
+        let mut events = watcher(api, config).default_backoff().boxed();
         let mut listed = BTreeSet::new();
         let mut initial = Vec::new();
         while let Some(event) = events.next().await {
@@ -218,8 +226,9 @@ pub(crate) async fn prepare(
 /// (parts are applied before their check by `preflight pack`'s manifests, but nothing forces that order; a
 /// deleted part of the version in force is reported at once, like a missing one). A relist of the parts
 /// (after a watch the API server expired) loads again the checks whose parts it shows changed; the first
-/// list loads nothing: the check watcher loads every check with the parts it lists itself.
-async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
+/// list loads nothing: the check watcher waits for it (`listed` turns true) and then loads every check with
+/// the parts it lists itself.
+async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>, listed: watch::Sender<bool>) {
     let client = loader.watcher.client.clone();
     let api: Api<ConfigMap> = match &namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),
@@ -229,6 +238,9 @@ async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>) {
     let mut events = watcher(api, config).default_backoff().boxed();
     let mut changes = PartChanges::default();
     while let Some(event) = events.next().await {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            listed.send_replace(true);
+        }
         let changed = match event {
             Ok(event) => changes.checks_to_load(event),
             Err(failure) => {
@@ -615,6 +627,91 @@ fn check_name(config_map: &ConfigMap) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::{Request, Response, StatusCode};
+    use kube::client::Body;
+    use preflight_engine::EngineConfig;
+    use serde_json::json;
+    use tower_test::mock;
+
+    /// A check watcher over the mock API, with nothing on disk and no keys.
+    fn check_watcher(client: Client) -> CheckWatcher {
+        CheckWatcher {
+            client: client.clone(),
+            engine: Arc::new(
+                Engine::new(EngineConfig {
+                    max_concurrent_evaluations: 2,
+                    ..EngineConfig::default()
+                })
+                .unwrap(),
+            ),
+            checks: Arc::new(CheckSet::new()),
+            default_limits: Limits::default(),
+            events: EventPublisher::new(client.clone(), "preflight", None),
+            metrics: Arc::new(Metrics::default()),
+            lookups: ObjectCaches::new(client),
+            kept: None,
+            oci: Arc::new(OciSources::new(&Default::default(), None)),
+            signing: Signing::new(Vec::new()),
+        }
+    }
+
+    /// Whether `request` lists (not watches) the ConfigMaps of namespace `ops` labelled `label`.
+    fn lists(request: &Request<Body>, label: &str) -> bool {
+        let uri = request.uri();
+        let query = uri.query().unwrap_or_default().replace("%2F", "/");
+        uri.path() == "/api/v1/namespaces/ops/configmaps"
+            && !query.contains("watch=true")
+            && query.contains(&format!("labelSelector={label}"))
+    }
+
+    #[tokio::test]
+    async fn checks_are_listed_only_once_the_parts_watch_has_listed() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "ops");
+        let (synced, _) = watch::channel(false);
+        let selection = CheckSelection {
+            namespace: Some("ops".into()),
+            label_selector: "preflight.dev/gates".into(),
+        };
+        let run = AbortOnDrop(tokio::spawn(check_watcher(client).run(selection, synced)));
+        let (request, parts_list) = handle.next_request().await.expect("a request");
+        assert!(
+            lists(&request, PART_OF_LABEL),
+            "the parts are listed first, not {}",
+            request.uri()
+        );
+        let early = tokio::time::timeout(Duration::from_millis(500), handle.next_request()).await;
+        assert!(
+            early.is_err(),
+            "a request before the parts were listed: {:?}",
+            early.map(|request| request.map(|(request, _)| request.uri().clone()))
+        );
+        parts_list.send_response(
+            Response::builder()
+                .status(StatusCode::OK)
+                .body(Body::from(
+                    serde_json::to_vec(&json!({
+                        "apiVersion": "v1",
+                        "kind": "ConfigMapList",
+                        "metadata": {"resourceVersion": "10"},
+                        "items": [],
+                    }))
+                    .unwrap(),
+                ))
+                .unwrap(),
+        );
+        // Next come the parts watch's watch and the checks' list, in either order.
+        let mut checks_listed = false;
+        for _ in 0..2 {
+            let (request, _) = tokio::time::timeout(Duration::from_secs(10), handle.next_request())
+                .await
+                .expect("a request after the parts were listed")
+                .expect("a request");
+            checks_listed |= lists(&request, "preflight.dev/gates");
+        }
+        assert!(checks_listed, "the checks are listed once the parts are");
+        drop(run);
+    }
 
     #[test]
     fn refused_pulls_back_off_doubling_from_five_seconds_to_five_minutes() {

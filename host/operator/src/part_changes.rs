@@ -22,7 +22,7 @@ pub(crate) struct PartChanges {
 
 impl PartChanges {
     /// The checks (`namespace/check`) to load again after `event`. The first list names none: the check
-    /// watcher loads every check with the parts it lists itself.
+    /// watcher starts after it and loads every check with the parts it lists itself.
     pub(crate) fn checks_to_load(&mut self, event: Event<ConfigMap>) -> BTreeSet<String> {
         match event {
             Event::Init => {
