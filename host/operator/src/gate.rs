@@ -576,6 +576,23 @@ mod tests {
                 summary(false, "DependencyMissing", "deps: waiting for redis"),
             ),
             (
+                vec![
+                    (
+                        "deps",
+                        Fail,
+                        verdict(false, Some(600), "DependencyMissing", "waiting for redis"),
+                    ),
+                    ("ok", Fail, verdict(true, None, "Ok", "fine")),
+                    ("window", Fail, verdict(false, Some(60), "WindowClosed", "")),
+                ],
+                Action::Requeue(Duration::from_secs(60)),
+                summary(
+                    false,
+                    "DependencyMissing",
+                    "deps: waiting for redis; window: not ready",
+                ),
+            ),
+            (
                 vec![("labels", Fail, verdict(false, None, "", ""))],
                 Action::AwaitChange,
                 summary(false, "NotReady", "labels: not ready"),
@@ -586,12 +603,25 @@ mod tests {
                     ("crash", Fail, trap()),
                 ],
                 Action::Backoff(Duration::from_millis(5)),
-                summary(false, "CheckTrapped", "crash: wasm trap: unreachable"),
+                summary(
+                    false,
+                    "CheckTrapped",
+                    "crash: wasm trap: unreachable; deps: m",
+                ),
             ),
             (
                 vec![("broken", Fail, invalid())],
                 Action::Stop,
                 summary(false, "InvalidCheck", "broken: not wasm"),
+            ),
+            (
+                vec![
+                    ("deps", Fail, verdict(false, None, "Missing", "m")),
+                    ("broken", Fail, invalid()),
+                    ("crash", Ignore, trap()),
+                ],
+                Action::Stop,
+                summary(false, "InvalidCheck", "broken: not wasm; deps: m"),
             ),
             (
                 vec![("crash", Ignore, trap())],

@@ -40,9 +40,9 @@ pub struct Summary {
     pub message: String,
 }
 
-/// The condition for a decision: the deciding check's reason, and a message naming it.
+/// The condition for a decision: the deciding check's reason, and a message naming it (and, when the object
+/// is held, every other check that holds it).
 pub fn summarize(decision: &Decision, runs: &[CheckRun]) -> Summary {
-    let line = |run: &CheckRun, text: &str| format!("{}: {text}", short_name(&run.name));
     let (proceed, reason, message) = match decision.action {
         Action::Proceed { .. } => match runs {
             [] => (
@@ -78,30 +78,27 @@ pub fn summarize(decision: &Decision, runs: &[CheckRun]) -> Summary {
             }
         },
         Action::Requeue(_) | Action::AwaitChange => {
-            let waiting = runs
+            let deciding = runs
                 .iter()
-                .find(|run| run.outcome.as_ref().is_ok_and(|v| !v.proceed));
-            let (reason, message) = waiting
-                .and_then(|run| Some((run, run.outcome.as_ref().ok()?)))
-                .map(|(run, verdict)| {
-                    (
-                        verdict.condition_reason().to_owned(),
-                        line(run, or_default(&verdict.message, "not ready").as_str()),
-                    )
-                })
+                .position(|run| run.outcome.as_ref().is_ok_and(|v| !v.proceed));
+            let reason = deciding
+                .and_then(|index| runs[index].outcome.as_ref().ok())
+                .map(|verdict| verdict.condition_reason().to_owned())
                 .unwrap_or_default();
-            (false, reason, message)
+            (false, reason, holding_lines(runs, deciding))
         }
         Action::Backoff(_) | Action::Stop => {
             let retryable = matches!(decision.action, Action::Backoff(_));
-            let failed = runs.iter().find_map(|run| {
-                let failure = run.outcome.as_ref().err()?;
-                (failure.kind.is_retryable() == retryable).then_some((run, failure))
+            let deciding = runs.iter().position(|run| {
+                run.outcome
+                    .as_ref()
+                    .is_err_and(|failure| failure.kind.is_retryable() == retryable)
             });
-            let (reason, message) = failed
-                .map(|(run, failure)| (failure.reason.clone(), line(run, &failure.message)))
+            let reason = deciding
+                .and_then(|index| runs[index].outcome.as_ref().err())
+                .map(|failure| failure.reason.clone())
                 .unwrap_or_default();
-            (false, reason, message)
+            (false, reason, holding_lines(runs, deciding))
         }
     };
     let notes: String = runs
@@ -119,6 +116,33 @@ pub fn summarize(decision: &Decision, runs: &[CheckRun]) -> Summary {
         reason,
         message: truncate(message + &notes),
     }
+}
+
+/// `<check>: <what it said>` for every check that holds the object (failed, or did not proceed), the
+/// deciding one first, then the others in order, `; `-separated: whoever reads the condition learns at once
+/// every check that stands in the way, not one at a time.
+fn holding_lines(runs: &[CheckRun], deciding: Option<usize>) -> String {
+    let holding = |run: &CheckRun| match &run.outcome {
+        Ok(verdict) if !verdict.proceed => Some(or_default(&verdict.message, "not ready")),
+        Ok(_) => None,
+        Err(failure) => Some(failure.message.clone()),
+    };
+    let others = runs
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| Some(*index) != deciding);
+    deciding
+        .map(|index| (index, &runs[index]))
+        .into_iter()
+        .chain(others)
+        .filter_map(|(_, run)| Some(line(run, &holding(run)?)))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `<check>: <text>`: one check's part of the message.
+fn line(run: &CheckRun, text: &str) -> String {
+    format!("{}: {text}", short_name(&run.name))
 }
 
 /// A check's name without the ConfigMap namespace, as people call it.
