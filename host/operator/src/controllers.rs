@@ -1,6 +1,7 @@
 //! One kube-rs controller per gated kind, started when the kind's first check appears and stopped when its
 //! last check goes; each reconcile is the gate. Kinds are resolved through discovery; a kind the server does
-//! not serve yet (its CRD is missing) is reported and retried until it appears. The reconcile itself is in
+//! not serve yet (its CRD is missing) is reported and retried until it appears, and a kind whose CRD is
+//! deleted is reported and watched afresh as soon as it is created again. The reconcile itself is in
 //! [`crate::reconcile`], what starts one in [`crate::triggers`].
 
 use crate::admission_hold::{AdmissionHolds, hold_policy};
@@ -168,38 +169,68 @@ async fn report_pause_disagreement(
     }
 }
 
-/// Sends the kind of every CustomResourceDefinition that is (or becomes) established, so that a kind whose
-/// CRD appears after its check is gated within about a second instead of at the next slow retry. Reads CRDs
-/// only (RBAC: get, list, watch); if that is refused, the slow retry still finds the kind.
-async fn watch_established_crds(client: Client, established: mpsc::Sender<GatedKind>) {
+/// What the CustomResourceDefinition watch tells the supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CrdChange {
+    /// The CRD of this kind is (or became) established.
+    Established(GatedKind),
+    /// The CRD of this kind was deleted, and with it every object of the kind.
+    Deleted(GatedKind),
+}
+
+/// The change a CRD watch event means for the supervisor, if any: an established CRD (listed or applied),
+/// or a deleted one. A CRD being deleted stays established until it is gone, so it wakes nothing early.
+fn crd_change(event: watcher::Event<CustomResourceDefinition>) -> Option<CrdChange> {
+    let kind_of = |crd: &CustomResourceDefinition| GatedKind {
+        kind: crd.spec.names.kind.clone(),
+        group: crd.spec.group.clone(),
+    };
+    match event {
+        watcher::Event::Apply(crd) | watcher::Event::InitApply(crd) => {
+            let is_established =
+                crd.status.as_ref().is_some_and(|status| {
+                    status.conditions.iter().flatten().any(|condition| {
+                        condition.type_ == "Established" && condition.status == "True"
+                    })
+                });
+            is_established.then(|| CrdChange::Established(kind_of(&crd)))
+        }
+        watcher::Event::Delete(crd) => Some(CrdChange::Deleted(kind_of(&crd))),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
+}
+
+/// Sends every CustomResourceDefinition that is (or becomes) established, so that a kind whose CRD appears
+/// after its check is gated within about a second instead of at the next slow retry, and every one deleted,
+/// so that a running kind whose CRD is deleted and created again is watched afresh at once instead of after
+/// its watch's backoff. Reads CRDs only (RBAC: get, list, watch); if that is refused, the slow retry still
+/// finds the kind.
+async fn watch_crds(client: Client, changes: mpsc::Sender<CrdChange>) {
     let crds: Api<CustomResourceDefinition> = Api::all(client);
     let mut events = watcher(crds, watcher::Config::default())
         .default_backoff()
-        .applied_objects()
         .boxed();
     while let Some(event) = events.next().await {
-        let crd = match event {
-            Ok(crd) => crd,
+        let change = match event {
+            Ok(event) => crd_change(event),
             Err(error) => {
                 tracing::debug!(%error, "cannot watch CustomResourceDefinitions");
                 continue;
             }
         };
-        let is_established = crd.status.as_ref().is_some_and(|status| {
-            status
-                .conditions
-                .iter()
-                .flatten()
-                .any(|condition| condition.type_ == "Established" && condition.status == "True")
-        });
-        let kind = GatedKind {
-            kind: crd.spec.names.kind.clone(),
-            group: crd.spec.group.clone(),
+        let Some(change) = change else {
+            continue;
         };
-        // A full channel already holds a wake-up; this one can be dropped.
-        if is_established
-            && let Err(mpsc::error::TrySendError::Closed(_)) = established.try_send(kind)
-        {
+        // A deletion must arrive; an establishment may be dropped when the channel is full (it already
+        // holds a wake-up).
+        let sent = match change {
+            CrdChange::Deleted(_) => changes.send(change).await.is_ok(),
+            CrdChange::Established(_) => !matches!(
+                changes.try_send(change),
+                Err(mpsc::error::TrySendError::Closed(_))
+            ),
+        };
+        if !sent {
             return;
         }
     }
@@ -311,8 +342,11 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
     let mut changes = checks.subscribe();
     let mut running: BTreeMap<GatedKind, Running> = BTreeMap::new();
     let mut unresolved: HashMap<GatedKind, String> = HashMap::new();
-    let (established, mut crds) = mpsc::channel(64);
-    let crd_watch = tokio::spawn(watch_established_crds(shared.client.clone(), established));
+    let (crd_changes, mut crds) = mpsc::channel(64);
+    let crd_watch = tokio::spawn(watch_crds(shared.client.clone(), crd_changes));
+    // Running kinds whose CRD was deleted: watched afresh once it is established again.
+    let mut crd_deleted: BTreeSet<GatedKind> = BTreeSet::new();
+    let mut restart: BTreeSet<GatedKind> = BTreeSet::new();
     let mut quick_retries = 0;
     let mut disagreements: HashMap<GatedKind, String> = HashMap::new();
     let mut holds = Holds {
@@ -340,12 +374,17 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
                 release(&shared, &kind, &controller.resource, controller.placement).await;
             }
         }
-        // A kind whose checks now ask for other versions is resolved again.
+        crd_deleted.retain(|kind| running.contains_key(kind));
+        // A kind whose checks now ask for other versions is resolved again, and so is one whose CRD was
+        // created again (after the admission holds were synced: its policy stays in place meanwhile).
         let moved: Vec<GatedKind> = running
             .iter()
-            .filter(|(kind, controller)| controller.versions != versions_of(&checks, kind))
+            .filter(|(kind, controller)| {
+                controller.versions != versions_of(&checks, kind) || restart.contains(*kind)
+            })
             .map(|(kind, _)| kind.clone())
             .collect();
+        restart.clear();
         for kind in moved {
             if let Some(mut controller) = running.remove(&kind) {
                 stop(&kind, &mut controller, shared.stop_grace).await;
@@ -385,22 +424,43 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
         };
         let sleep = tokio::time::sleep(wait);
         tokio::pin!(sleep);
+        let mut just_deleted = None;
         let stopping = loop {
             tokio::select! {
                 changed = changes.changed() => break changed.is_err(),
                 _ = &mut sleep, if !unresolved.is_empty() || holds.failing => break false,
-                Some(established) = crds.recv() => {
-                    if unresolved.contains_key(&established) {
-                        info!(kind = %established, "its CustomResourceDefinition is established");
+                Some(change) = crds.recv() => match change {
+                    CrdChange::Established(kind) if unresolved.contains_key(&kind) => {
+                        info!(%kind, "its CustomResourceDefinition is established");
                         quick_retries = QUICK_RETRIES;
                         break false;
                     }
-                }
+                    CrdChange::Established(kind) if crd_deleted.remove(&kind) => {
+                        info!(%kind, "its CustomResourceDefinition is established again: watching it afresh");
+                        restart.insert(kind);
+                        quick_retries = QUICK_RETRIES;
+                        break false;
+                    }
+                    CrdChange::Deleted(kind) if running.contains_key(&kind) => {
+                        crd_deleted.insert(kind.clone());
+                        just_deleted = Some(kind);
+                        break false;
+                    }
+                    CrdChange::Established(_) | CrdChange::Deleted(_) => {}
+                },
                 _ = shutdown.wait_for(|stopping| *stopping) => break true,
             }
         };
         if stopping {
             break;
+        }
+        if let Some(kind) = just_deleted {
+            let problem = format!(
+                "the CustomResourceDefinition of {kind} was deleted, and with it every object of the \
+                 kind; its objects are gated again once it is created"
+            );
+            warn!(%kind, "its CustomResourceDefinition was deleted");
+            warn_on_checks_of(&shared, &checks, &kind, "KindNotServed", &problem).await;
         }
     }
     crd_watch.abort();
@@ -502,6 +562,57 @@ async fn release(shared: &Shared, kind: &GatedKind, resource: &ApiResource, plac
             {
                 warn!(%kind, object = %object.name_any(), %error, "cannot withdraw its pause");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd(established: Option<&str>) -> CustomResourceDefinition {
+        let conditions = established.map_or(
+            json!([]),
+            |status| json!([{"type": "Established", "status": status}]),
+        );
+        serde_json::from_value(json!({
+            "metadata": {"name": "apps.example.com"},
+            "spec": {
+                "group": "example.com",
+                "names": {"kind": "App", "plural": "apps"},
+                "scope": "Namespaced",
+                "versions": [],
+            },
+            "status": {"conditions": conditions},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn established_and_deleted_crds_are_told_apart() {
+        let app = GatedKind::parse("App.example.com").unwrap();
+        let table = [
+            (
+                watcher::Event::Apply(crd(Some("True"))),
+                Some(CrdChange::Established(app.clone())),
+            ),
+            (
+                watcher::Event::InitApply(crd(Some("True"))),
+                Some(CrdChange::Established(app.clone())),
+            ),
+            (watcher::Event::Apply(crd(Some("False"))), None),
+            (watcher::Event::Apply(crd(None)), None),
+            (
+                watcher::Event::Delete(crd(Some("True"))),
+                Some(CrdChange::Deleted(app.clone())),
+            ),
+            (watcher::Event::Init, None),
+            (watcher::Event::InitDone, None),
+        ];
+        for (event, change) in table {
+            let description = format!("{event:?}");
+            assert_eq!(crd_change(event), change, "{description}");
         }
     }
 }

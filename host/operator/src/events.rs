@@ -10,7 +10,7 @@
 //! operator publishes the same Event again, which only counts it again instead of creating a second one.
 
 use crate::field_managers::{patch_params, post_params};
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
@@ -133,14 +133,25 @@ impl EventPublisher {
     }
 
     /// Publishes a Warning Event on a check's ConfigMap (`namespace/name`): where the author of a broken
-    /// check looks (`kubectl describe configmap`). Each distinct problem is its own Event.
+    /// check looks (`kubectl describe configmap`). Each distinct problem is its own Event. The Event names
+    /// the ConfigMap's uid, read here: `kubectl describe` selects Events by the object's uid, and shows none
+    /// that lack it (`kubectl events --for` would).
     pub async fn warn_on_config_map(&self, check: &str, reason: &str, note: &str) {
         let (namespace, name) = check.split_once('/').unwrap_or(("", check));
+        let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let uid = match config_maps.get_metadata_opt(name).await {
+            Ok(found) => found.and_then(|config_map| config_map.metadata.uid),
+            Err(error) => {
+                tracing::debug!(%error, check, "reading the ConfigMap's uid for its Event");
+                None
+            }
+        };
         let reference = ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("ConfigMap".into()),
             namespace: Some(namespace.to_owned()),
             name: Some(name.to_owned()),
+            uid,
             ..ObjectReference::default()
         };
         let notice = Notice {

@@ -174,6 +174,11 @@ async fn live_reload_rechecks_every_object_keeps_the_last_good_version_and_delet
     let note = rejected.note.unwrap_or_default();
     assert!(note.contains("invalid check component"), "{note}");
     assert!(note.contains("last good version keeps serving"), "{note}");
+    let described = reasons_described_on_config_map(&s.client, &s.namespace, "meta").await;
+    assert!(
+        described.iter().any(|reason| reason == "CheckRejected"),
+        "kubectl describe configmap shows {described:?}"
+    );
     assert!(
         metric(
             &operator,
@@ -429,6 +434,12 @@ async fn a_kind_whose_crd_is_missing_is_reported_and_picked_up_when_it_appears()
             .unwrap_or_default()
             .contains("CustomResourceDefinition")
     );
+    let described = reasons_described_on_config_map(&client, &namespace, "meta").await;
+    assert_eq!(
+        described,
+        ["KindNotServed"],
+        "kubectl describe configmap meta"
+    );
 
     let kind = install_kind(&client, &namespace, "Late", true).await;
     assert_eq!(kind.gates(), gates);
@@ -445,6 +456,40 @@ async fn a_kind_whose_crd_is_missing_is_reported_and_picked_up_when_it_appears()
     .await;
     operator.stop().await;
     kind.remove(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_whose_crd_is_deleted_is_reported_and_gated_again_at_once_when_it_is_created_again()
+{
+    let mut s = Scenario::new("recreated", "Recreated", "required-metadata").await;
+    s.put("meta", &[TEAM_LABEL]).await;
+    s.create("first", &[]).await;
+    let operator = s.operator().await;
+    s.wait("first", "False", "RequiredMetadataMissing").await;
+
+    s.kind.remove(&s.client).await;
+    let deleted = event_where(&s.client, &s.namespace, "KindNotServed", |event| {
+        event
+            .note
+            .as_deref()
+            .is_some_and(|note| note.contains("was deleted"))
+    })
+    .await;
+    assert_eq!(
+        regarding(&deleted),
+        Some("meta"),
+        "on the check's ConfigMap"
+    );
+    // Long enough for the kind's own watch to back off from the API server's 404s (its backoff doubles
+    // from 0.8 s): after this, that watch alone took 18-61 s to see the kind again.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+
+    s.kind = install_kind(&s.client, &s.namespace, "Recreated", true).await;
+    s.create("second", &[]).await;
+    s.patience = Duration::from_secs(8);
+    s.wait("second", "False", "RequiredMetadataMissing").await;
+    operator.stop().await;
+    s.remove().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -48,6 +48,32 @@ pub async fn event(client: &Client, namespace: &str, reason: &str) -> KubeEvent 
     event_where(client, namespace, reason, |_| true).await
 }
 
+/// The reasons of the Events `kubectl describe configmap NAME` shows: core Events selected by the
+/// ConfigMap's kind, name, namespace and uid, as kubectl selects them.
+pub async fn reasons_described_on_config_map(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Vec<String> {
+    let config_map = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .unwrap();
+    let uid = config_map.metadata.uid.unwrap_or_default();
+    let selector = format!(
+        "involvedObject.kind=ConfigMap,involvedObject.name={name},\
+         involvedObject.namespace={namespace},involvedObject.uid={uid}"
+    );
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|event| event.reason)
+        .collect()
+}
+
 /// The object an Event is about, by name.
 pub fn regarding(event: &KubeEvent) -> Option<&str> {
     event
