@@ -621,6 +621,7 @@ async fn the_deploy_manifests_pass_server_side_validation() {
         "deploy/base/namespace.yaml",
         "deploy/base/rbac.yaml",
         "deploy/base/deployment.yaml",
+        "deploy/base/disruption-budget.yaml",
         "deploy/examples/crd.yaml",
         "deploy/examples/grant-kind.yaml",
         "deploy/examples/grant-secret.yaml",
@@ -669,6 +670,35 @@ fn render(dir: &str, namespace: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// For each Deployment among `documents`, its name and how many PodDisruptionBudgets select its pods: a
+/// node drain needs exactly one (the eviction API refuses a pod that two select).
+fn budgets_per_deployment(documents: &[serde_json::Value]) -> Vec<(String, usize)> {
+    let selects = |budget: &serde_json::Value, labels: &serde_json::Value| {
+        budget["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .all(|(key, value)| labels[key] == *value)
+    };
+    let budgets: Vec<&serde_json::Value> = documents
+        .iter()
+        .filter(|document| document["kind"] == "PodDisruptionBudget")
+        .collect();
+    documents
+        .iter()
+        .filter(|document| document["kind"] == "Deployment")
+        .map(|deployment| {
+            let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+            let name = deployment["metadata"]["name"].as_str().unwrap().to_owned();
+            let count = budgets
+                .iter()
+                .filter(|budget| selects(budget, labels))
+                .count();
+            (name, count)
+        })
+        .collect()
+}
+
 /// The value of environment variable `name` in a Deployment's first container (set at most once).
 fn env_of(deployment: &serde_json::Value, name: &str) -> serde_json::Value {
     let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
@@ -683,12 +713,26 @@ fn env_of(deployment: &serde_json::Value, name: &str) -> serde_json::Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sharding_overlays_render_and_pass_server_side_validation() {
+async fn the_kustomizations_render_with_one_disruption_budget_per_pod_and_pass_server_side_validation()
+ {
     let client = preflight_kube_harness::admin_client().await;
     let namespace = preflight_kube_harness::test_namespace(&client, "shards").await;
     let params = PatchParams::apply("preflight-tests").force().dry_run();
+    assert_eq!(
+        budgets_per_deployment(&render("deploy/base", &namespace)),
+        [("preflight-operator".to_owned(), 1)]
+    );
+    let shard_documents = render("deploy/shards", &namespace);
+    assert_eq!(
+        budgets_per_deployment(&shard_documents),
+        [
+            ("preflight-operator".to_owned(), 1),
+            ("preflight-operator-shard-b".to_owned(), 1)
+        ],
+        "each shard's pods have one disruption budget"
+    );
     let mut shards = Vec::new();
-    for document in render("deploy/shards", &namespace) {
+    for document in shard_documents {
         if document["kind"] == "Deployment" {
             let account = &document["spec"]["template"]["spec"]["serviceAccountName"];
             assert_eq!(
@@ -716,8 +760,13 @@ async fn the_sharding_overlays_render_and_pass_server_side_validation() {
         ],
         "shard a takes its label, shard b every other object; each holds its own Lease"
     );
+    let ring_documents = render("deploy/ring", &namespace);
+    assert_eq!(
+        budgets_per_deployment(&ring_documents),
+        [("preflight-operator".to_owned(), 1)]
+    );
     let mut rings = Vec::new();
-    for document in render("deploy/ring", &namespace) {
+    for document in ring_documents {
         if document["kind"] == "Deployment" {
             rings.push((
                 env_of(&document, "PREFLIGHT_SHARD_RING"),
