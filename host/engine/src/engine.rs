@@ -221,6 +221,12 @@ impl Engine {
         })
     }
 
+    /// The largest memory limit an evaluation gets ([`EngineConfig::max_memory_bytes`]): a larger
+    /// `limits.memory_bytes` is lowered to it.
+    pub fn max_memory_bytes(&self) -> usize {
+        self.max_memory_bytes
+    }
+
     /// Validates, compiles and pre-instantiates a component. CPU-heavy on a cache miss (milliseconds to
     /// seconds): call it from a blocking thread, never on the evaluation path. The same bytes loaded twice
     /// while the first [`Check`] is alive yield the same `Arc`, and the same bytes loaded by several threads

@@ -33,7 +33,21 @@ impl LoadedCheck {
     /// Compiles `source` (CPU-heavy on a cache miss: call from a blocking thread). Nothing is granted yet
     /// (see [`LoadedCheck::grants`]), but the grants have a holder of their own: instances reused for this
     /// version of the check are never shared with another check or version.
+    /// A memory limit above the largest the engine gives a check is refused (before compiling) rather than
+    /// lowered without a word.
     pub fn load(engine: &Engine, source: CheckSource) -> Result<Self, Rejection> {
+        let memory = source.settings.limits.memory_bytes;
+        if memory > engine.max_memory_bytes() {
+            let size = |bytes: usize| bytesize::ByteSize(bytes as u64).to_string();
+            return Err(source.settings.rejection(
+                RejectionCause::ConfigMap,
+                format!(
+                    "memoryLimit {} is above the largest this operator gives a check ({}: its --max-memory)",
+                    size(memory),
+                    size(engine.max_memory_bytes())
+                ),
+            ));
+        }
         let check = engine.load(&source.component).map_err(|error| {
             let cause = error
                 .component_problem()
@@ -335,6 +349,34 @@ fn common_selector<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocabulary::CheckSource;
+    use preflight_engine::EngineConfig;
+
+    #[test]
+    fn a_memory_limit_above_the_engines_largest_is_refused_and_one_at_it_loads() {
+        let engine = Engine::new(EngineConfig {
+            max_concurrent_evaluations: 1,
+            max_memory_bytes: 128 << 20,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        let source = |memory_bytes: usize| {
+            let mut source = CheckSource::new(
+                "ops/meta",
+                GatedKind::parse("App.example.com").unwrap(),
+                preflight_test_support::check_bytes("required-metadata"),
+            );
+            source.settings.limits.memory_bytes = memory_bytes;
+            source
+        };
+        let refused = LoadedCheck::load(&engine, source(1 << 30)).unwrap_err();
+        assert_eq!(refused.cause, RejectionCause::ConfigMap);
+        assert_eq!(
+            refused.problem,
+            "memoryLimit 1.0 GiB is above the largest this operator gives a check (128.0 MiB: its --max-memory)"
+        );
+        assert!(LoadedCheck::load(&engine, source(128 << 20)).is_ok());
+    }
 
     #[test]
     fn the_admission_policy_selects_only_what_every_enforced_check_selects() {

@@ -6,6 +6,14 @@ use preflight_operator::{CheckSelection, LeaderElection, Operator, OperatorConfi
 
 /// Starts the operator and runs it until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
+    if args.default_memory_limit > args.max_memory {
+        let size = |bytes: usize| bytesize::ByteSize(bytes as u64);
+        return Err(Problem::Input(format!(
+            "--default-memory-limit {} is above --max-memory {}: every check without a memoryLimit would be refused",
+            size(args.default_memory_limit),
+            size(args.max_memory)
+        )));
+    }
     let client = kube::Client::try_default().await.map_err(|error| {
         Problem::Input(format!("cannot configure the Kubernetes client: {error}"))
     })?;

@@ -241,6 +241,15 @@ fn cli_usage_and_unreadable_input_exit_2_and_an_unusable_check_exits_4() {
     let (status, stderr) = preflight_with_stderr(&["what-if", "--configmap", "nope"]);
     assert_eq!(status, 2);
     assert!(stderr.contains("write NAMESPACE/NAME"), "{stderr}");
+    let (status, stderr) = preflight_with_stderr_env(
+        &["operator", "--default-memory-limit", "512MiB"],
+        &[("KUBECONFIG", "/nonexistent")],
+    );
+    assert_eq!(status, 2);
+    assert!(
+        stderr.contains("--default-memory-limit 512.0 MiB is above --max-memory 256.0 MiB"),
+        "{stderr}"
+    );
     let (status, _) = preflight(&[
         "run",
         "--check",
