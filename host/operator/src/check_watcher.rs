@@ -21,7 +21,7 @@ use crate::kept_components::KeptComponents;
 use crate::lookups::{GrantedLookups, ObjectCaches};
 use crate::metrics::{KindLabels, LoadFailureLabels, Metrics};
 use crate::oci_source::{OciSources, PulledComponent};
-use crate::part_changes::PartChanges;
+use crate::part_changes::{PartChanges, PartMeta};
 use crate::parts;
 use crate::signing::{Signing, blob_signatures};
 use crate::tasks::AbortOnDrop;
@@ -230,7 +230,8 @@ pub(crate) async fn prepare(
 /// the parts it lists itself.
 async fn watch_parts(loader: Arc<Loader>, namespace: Option<String>, listed: watch::Sender<bool>) {
     let client = loader.watcher.client.clone();
-    let api: Api<ConfigMap> = match &namespace {
+    // Metadata only: the parts' bytes are read when their check is loaded, never by this watch.
+    let api: Api<PartMeta> = match &namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
     };
@@ -665,7 +666,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn checks_are_listed_only_once_the_parts_watch_has_listed() {
+    async fn checks_are_listed_only_once_the_parts_watch_has_listed_their_metadata() {
         let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "ops");
         let (synced, _) = watch::channel(false);
@@ -679,6 +680,13 @@ mod tests {
             lists(&request, PART_OF_LABEL),
             "the parts are listed first, not {}",
             request.uri()
+        );
+        let accept = request.headers().get(http::header::ACCEPT);
+        assert!(
+            accept.is_some_and(|accept| accept
+                .to_str()
+                .is_ok_and(|accept| accept.contains("as=PartialObjectMetadataList"))),
+            "the parts' metadata only, not their bytes: {accept:?}"
         );
         let early = tokio::time::timeout(Duration::from_millis(500), handle.next_request()).await;
         assert!(

@@ -3,14 +3,19 @@
 //! parts the relist shows changed. A relist sends no Delete for a part deleted while the watch was down
 //! (kube's watcher says objects missing from it are to be assumed deleted), and a part created or changed
 //! meanwhile comes as a listed object, not as a change; so the parts seen (each with the check it belongs
-//! to and its `resourceVersion`) are compared with those relisted.
+//! to and its `resourceVersion`) are compared with those relisted. Only the parts' metadata is watched:
+//! their bytes (up to 1 MiB each) are read when a check is loaded, never by this watch.
 
 use crate::config_map_format::PART_OF_LABEL;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use std::collections::{BTreeSet, HashMap};
+
+/// A part as the watch sees it: its metadata only.
+pub(crate) type PartMeta = PartialObjectMeta<ConfigMap>;
 
 /// The parts watch's state: the parts seen, those of a relist under way, and whether a list completed.
 #[derive(Debug, Default)]
@@ -23,7 +28,7 @@ pub(crate) struct PartChanges {
 impl PartChanges {
     /// The checks (`namespace/check`) to load again after `event`. The first list names none: the check
     /// watcher starts after it and loads every check with the parts it lists itself.
-    pub(crate) fn checks_to_load(&mut self, event: Event<ConfigMap>) -> BTreeSet<String> {
+    pub(crate) fn checks_to_load(&mut self, event: Event<PartMeta>) -> BTreeSet<String> {
         match event {
             Event::Init => {
                 self.relisted = SeenParts::default();
@@ -49,7 +54,7 @@ impl PartChanges {
 
 /// The parts seen, by the reference kube's reflector keys objects with.
 #[derive(Debug, Default)]
-struct SeenParts(HashMap<ObjectRef<ConfigMap>, SeenPart>);
+struct SeenParts(HashMap<ObjectRef<PartMeta>, SeenPart>);
 
 /// A part as last seen: the check it belongs to (`namespace/check`) and its version.
 #[derive(Debug, PartialEq, Eq)]
@@ -61,7 +66,7 @@ struct SeenPart {
 impl SeenParts {
     /// Records `part` as seen; returns the check it belongs to (`None` for a ConfigMap without a
     /// namespace or a `part-of` label, which is no part of any check).
-    fn record(&mut self, part: &ConfigMap) -> Option<String> {
+    fn record(&mut self, part: &PartMeta) -> Option<String> {
         let check = check_of(part)?;
         let seen = SeenPart {
             check: check.clone(),
@@ -72,7 +77,7 @@ impl SeenParts {
     }
 
     /// Forgets a deleted part; returns the check it belonged to.
-    fn forget(&mut self, part: &ConfigMap) -> Option<String> {
+    fn forget(&mut self, part: &PartMeta) -> Option<String> {
         let check = check_of(part)?;
         self.0.remove(&ObjectRef::from_obj(part));
         Some(check)
@@ -96,7 +101,7 @@ impl SeenParts {
 }
 
 /// The part's check, `namespace/check`.
-fn check_of(part: &ConfigMap) -> Option<String> {
+fn check_of(part: &PartMeta) -> Option<String> {
     let namespace = part.namespace()?;
     let check = part.labels().get(PART_OF_LABEL)?;
     Some(format!("{namespace}/{check}"))
@@ -105,18 +110,22 @@ fn check_of(part: &ConfigMap) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::core::PartialObjectMetaExt;
 
-    fn part(namespace: &str, name: &str, check: &str, version: &str) -> ConfigMap {
-        let mut part = ConfigMap::default();
-        part.metadata.namespace = Some(namespace.to_owned());
-        part.metadata.name = Some(name.to_owned());
-        part.metadata.resource_version = Some(version.to_owned());
-        part.metadata.labels = Some([(PART_OF_LABEL.to_owned(), check.to_owned())].into());
-        part
+    fn part(namespace: &str, name: &str, check: &str, version: &str) -> PartMeta {
+        ObjectMeta {
+            namespace: Some(namespace.to_owned()),
+            name: Some(name.to_owned()),
+            resource_version: Some(version.to_owned()),
+            labels: Some([(PART_OF_LABEL.to_owned(), check.to_owned())].into()),
+            ..ObjectMeta::default()
+        }
+        .into_response_partial()
     }
 
     /// Parts 1 and 2 of check `a`, part 1 of `b` and of `c`, in namespace `ns`.
-    fn four_parts() -> [ConfigMap; 4] {
+    fn four_parts() -> [PartMeta; 4] {
         [
             part("ns", "a-part-1", "a", "10"),
             part("ns", "a-part-2", "a", "11"),
@@ -125,7 +134,7 @@ mod tests {
         ]
     }
 
-    fn seen(parts: &[ConfigMap]) -> SeenParts {
+    fn seen(parts: &[PartMeta]) -> SeenParts {
         let mut seen = SeenParts::default();
         for part in parts {
             seen.record(part);
@@ -144,8 +153,8 @@ mod tests {
         // What was seen, what a relist shows, the checks it names.
         type Case = (
             &'static str,
-            Vec<ConfigMap>,
-            Vec<ConfigMap>,
+            Vec<PartMeta>,
+            Vec<PartMeta>,
             &'static [&'static str],
         );
         let cases: [Case; 6] = [
