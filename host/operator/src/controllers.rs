@@ -19,6 +19,7 @@ use crate::triggers::{check_changes, reconcile_triggers};
 use futures::{StreamExt, stream};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
@@ -169,44 +170,64 @@ async fn report_pause_disagreement(
     }
 }
 
-/// What the CustomResourceDefinition watch tells the supervisor.
+/// What the CustomResourceDefinition watch tells the supervisor, by the CRD's name (`<plural>.<group>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum CrdChange {
-    /// The CRD of this kind is (or became) established.
-    Established(GatedKind),
-    /// The CRD of this kind was deleted, and with it every object of the kind.
-    Deleted(GatedKind),
+    /// A CRD was listed, created or changed (becoming established is a change of its status).
+    Changed(CrdName),
+    /// A CRD was deleted, and with it every object of its kind.
+    Deleted(CrdName),
 }
 
-/// The change a CRD watch event means for the supervisor, if any: an established CRD (listed or applied),
-/// or a deleted one. A CRD being deleted stays established until it is gone, so it wakes nothing early.
-fn crd_change(event: watcher::Event<CustomResourceDefinition>) -> Option<CrdChange> {
-    let kind_of = |crd: &CustomResourceDefinition| GatedKind {
-        kind: crd.spec.names.kind.clone(),
-        group: crd.spec.group.clone(),
+/// A CRD's name, `<plural>.<group>`, which the API server requires of every CRD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CrdName {
+    plural: String,
+    group: String,
+}
+
+impl std::fmt::Display for CrdName {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{}.{}", self.plural, self.group)
+    }
+}
+
+impl CrdName {
+    /// Whether this CRD serves `resource`.
+    fn serves(&self, resource: &ApiResource) -> bool {
+        self.plural == resource.plural && self.group == resource.group
+    }
+}
+
+/// The change a watch event of a CRD's metadata means for the supervisor, if any.
+fn crd_change(
+    event: watcher::Event<PartialObjectMeta<CustomResourceDefinition>>,
+) -> Option<CrdChange> {
+    let name_of = |crd: &PartialObjectMeta<CustomResourceDefinition>| {
+        let name = crd.name_any();
+        let (plural, group) = name.split_once('.')?;
+        Some(CrdName {
+            plural: plural.to_owned(),
+            group: group.to_owned(),
+        })
     };
     match event {
         watcher::Event::Apply(crd) | watcher::Event::InitApply(crd) => {
-            let is_established =
-                crd.status.as_ref().is_some_and(|status| {
-                    status.conditions.iter().flatten().any(|condition| {
-                        condition.type_ == "Established" && condition.status == "True"
-                    })
-                });
-            is_established.then(|| CrdChange::Established(kind_of(&crd)))
+            name_of(&crd).map(CrdChange::Changed)
         }
-        watcher::Event::Delete(crd) => Some(CrdChange::Deleted(kind_of(&crd))),
+        watcher::Event::Delete(crd) => name_of(&crd).map(CrdChange::Deleted),
         watcher::Event::Init | watcher::Event::InitDone => None,
     }
 }
 
-/// Sends every CustomResourceDefinition that is (or becomes) established, so that a kind whose CRD appears
-/// after its check is gated within about a second instead of at the next slow retry, and every one deleted,
-/// so that a running kind whose CRD is deleted and created again is watched afresh at once instead of after
-/// its watch's backoff. Reads CRDs only (RBAC: get, list, watch); if that is refused, the slow retry still
-/// finds the kind.
+/// Sends every CustomResourceDefinition created, changed (its status too: becoming established) or
+/// deleted, so that a kind whose CRD appears after its check is gated within about a second instead of at
+/// the next slow retry, and a running kind whose CRD is deleted and created again is watched afresh at once
+/// instead of after its watch's backoff. Only the CRDs' metadata is watched: a cluster's CRDs can weigh
+/// hundreds of megabytes (their schemas), and the kind is resolved through discovery anyway. Reads CRDs
+/// only (RBAC: get, list, watch); if that is refused, the slow retry still finds the kind.
 async fn watch_crds(client: Client, changes: mpsc::Sender<CrdChange>) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let crds: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(client);
     let mut events = watcher(crds, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -221,11 +242,11 @@ async fn watch_crds(client: Client, changes: mpsc::Sender<CrdChange>) {
         let Some(change) = change else {
             continue;
         };
-        // A deletion must arrive; an establishment may be dropped when the channel is full (it already
-        // holds a wake-up).
+        // A deletion must arrive; a change may be dropped when the channel is full (it already holds a
+        // wake-up).
         let sent = match change {
             CrdChange::Deleted(_) => changes.send(change).await.is_ok(),
-            CrdChange::Established(_) => !matches!(
+            CrdChange::Changed(_) => !matches!(
                 changes.try_send(change),
                 Err(mpsc::error::TrySendError::Closed(_))
             ),
@@ -375,16 +396,29 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
             }
         }
         crd_deleted.retain(|kind| running.contains_key(kind));
-        // A kind whose checks now ask for other versions is resolved again, and so is one whose CRD was
-        // created again (after the admission holds were synced: its policy stays in place meanwhile).
+        restart.retain(|kind| running.contains_key(kind));
+        // A kind whose CRD was created again is watched afresh as soon as discovery serves it; until then
+        // its controller, and its admission hold, stay as they are.
+        for kind in restart.clone() {
+            let versions = versions_of(&checks, &kind);
+            match resolve(&shared.client, &kind, &versions).await {
+                Ok((resource, placement)) => {
+                    restart.remove(&kind);
+                    if let Some(mut controller) = running.remove(&kind) {
+                        stop(&kind, &mut controller, shared.stop_grace).await;
+                    }
+                    let controller = start(&shared, kind.clone(), resource, placement, versions);
+                    running.insert(kind, controller);
+                }
+                Err(problem) => tracing::debug!(%kind, %problem, "not served again yet"),
+            }
+        }
+        // A kind whose checks now ask for other versions is resolved again.
         let moved: Vec<GatedKind> = running
             .iter()
-            .filter(|(kind, controller)| {
-                controller.versions != versions_of(&checks, kind) || restart.contains(*kind)
-            })
+            .filter(|(kind, controller)| controller.versions != versions_of(&checks, kind))
             .map(|(kind, _)| kind.clone())
             .collect();
-        restart.clear();
         for kind in moved {
             if let Some(mut controller) = running.remove(&kind) {
                 stop(&kind, &mut controller, shared.stop_grace).await;
@@ -425,28 +459,45 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
         let sleep = tokio::time::sleep(wait);
         tokio::pin!(sleep);
         let mut just_deleted = None;
+        let retrying = !unresolved.is_empty() || holds.failing || !restart.is_empty();
         let stopping = loop {
             tokio::select! {
                 changed = changes.changed() => break changed.is_err(),
-                _ = &mut sleep, if !unresolved.is_empty() || holds.failing => break false,
+                _ = &mut sleep, if retrying => break false,
                 Some(change) = crds.recv() => match change {
-                    CrdChange::Established(kind) if unresolved.contains_key(&kind) => {
-                        info!(%kind, "its CustomResourceDefinition is established");
+                    CrdChange::Changed(crd)
+                        if unresolved.keys().any(|kind| kind.group == crd.group) =>
+                    {
+                        tracing::debug!(%crd, "a CRD in the group of a kind not served yet changed");
                         quick_retries = QUICK_RETRIES;
                         break false;
                     }
-                    CrdChange::Established(kind) if crd_deleted.remove(&kind) => {
-                        info!(%kind, "its CustomResourceDefinition is established again: watching it afresh");
-                        restart.insert(kind);
-                        quick_retries = QUICK_RETRIES;
-                        break false;
+                    CrdChange::Changed(crd) => {
+                        let recreated = running
+                            .iter()
+                            .find(|(kind, controller)| {
+                                crd_deleted.contains(*kind) && crd.serves(&controller.resource)
+                            })
+                            .map(|(kind, _)| kind.clone());
+                        if let Some(kind) = recreated {
+                            info!(%kind, "its CustomResourceDefinition is back: watching it afresh");
+                            crd_deleted.remove(&kind);
+                            restart.insert(kind);
+                            quick_retries = QUICK_RETRIES;
+                            break false;
+                        }
                     }
-                    CrdChange::Deleted(kind) if running.contains_key(&kind) => {
-                        crd_deleted.insert(kind.clone());
-                        just_deleted = Some(kind);
-                        break false;
+                    CrdChange::Deleted(crd) => {
+                        let deleted = running
+                            .iter()
+                            .find(|(_, controller)| crd.serves(&controller.resource))
+                            .map(|(kind, _)| kind.clone());
+                        if let Some(kind) = deleted {
+                            crd_deleted.insert(kind.clone());
+                            just_deleted = Some(kind);
+                            break false;
+                        }
                     }
-                    CrdChange::Established(_) | CrdChange::Deleted(_) => {}
                 },
                 _ = shutdown.wait_for(|stopping| *stopping) => break true,
             }
@@ -569,44 +620,37 @@ async fn release(shared: &Shared, kind: &GatedKind, resource: &ApiResource, plac
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::core::PartialObjectMetaExt;
 
-    fn crd(established: Option<&str>) -> CustomResourceDefinition {
-        let conditions = established.map_or(
-            json!([]),
-            |status| json!([{"type": "Established", "status": status}]),
-        );
-        serde_json::from_value(json!({
-            "metadata": {"name": "apps.example.com"},
-            "spec": {
-                "group": "example.com",
-                "names": {"kind": "App", "plural": "apps"},
-                "scope": "Namespaced",
-                "versions": [],
-            },
-            "status": {"conditions": conditions},
-        }))
-        .unwrap()
+    fn crd(name: &str) -> PartialObjectMeta<CustomResourceDefinition> {
+        ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        }
+        .into_response_partial()
     }
 
     #[test]
-    fn established_and_deleted_crds_are_told_apart() {
-        let app = GatedKind::parse("App.example.com").unwrap();
+    fn crd_changes_and_deletions_are_named_by_plural_and_group() {
+        let apps = || CrdName {
+            plural: "apps".into(),
+            group: "apps.example.com".into(),
+        };
         let table = [
             (
-                watcher::Event::Apply(crd(Some("True"))),
-                Some(CrdChange::Established(app.clone())),
+                watcher::Event::Apply(crd("apps.apps.example.com")),
+                Some(CrdChange::Changed(apps())),
             ),
             (
-                watcher::Event::InitApply(crd(Some("True"))),
-                Some(CrdChange::Established(app.clone())),
+                watcher::Event::InitApply(crd("apps.apps.example.com")),
+                Some(CrdChange::Changed(apps())),
             ),
-            (watcher::Event::Apply(crd(Some("False"))), None),
-            (watcher::Event::Apply(crd(None)), None),
             (
-                watcher::Event::Delete(crd(Some("True"))),
-                Some(CrdChange::Deleted(app.clone())),
+                watcher::Event::Delete(crd("apps.apps.example.com")),
+                Some(CrdChange::Deleted(apps())),
             ),
+            (watcher::Event::Apply(crd("nodot")), None),
             (watcher::Event::Init, None),
             (watcher::Event::InitDone, None),
         ];
@@ -614,5 +658,15 @@ mod tests {
             let description = format!("{event:?}");
             assert_eq!(crd_change(event), change, "{description}");
         }
+        let resource = ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("apps.example.com", "v1", "App"),
+            "apps",
+        );
+        assert!(apps().serves(&resource));
+        let other = CrdName {
+            plural: "apps".into(),
+            group: "example.com".into(),
+        };
+        assert!(!other.serves(&resource));
     }
 }
