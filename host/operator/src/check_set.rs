@@ -33,6 +33,7 @@ impl LoadedCheck {
     /// Compiles `source` (CPU-heavy on a cache miss: call from a blocking thread). Nothing is granted yet
     /// (see [`LoadedCheck::grants`]), but the grants have a holder of their own: instances reused for this
     /// version of the check are never shared with another check or version.
+    ///
     /// A memory limit above the largest the engine gives a check is refused (before compiling) rather than
     /// lowered without a word.
     pub fn load(engine: &Engine, source: CheckSource) -> Result<Self, Rejection> {

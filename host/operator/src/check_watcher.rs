@@ -699,8 +699,8 @@ mod tests {
                 .status(StatusCode::OK)
                 .body(Body::from(
                     serde_json::to_vec(&json!({
-                        "apiVersion": "v1",
-                        "kind": "ConfigMapList",
+                        "apiVersion": "meta.k8s.io/v1",
+                        "kind": "PartialObjectMetadataList",
                         "metadata": {"resourceVersion": "10"},
                         "items": [],
                     }))

@@ -365,7 +365,8 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
     let mut unresolved: HashMap<GatedKind, String> = HashMap::new();
     let (crd_changes, mut crds) = mpsc::channel(64);
     let crd_watch = tokio::spawn(watch_crds(shared.client.clone(), crd_changes));
-    // Running kinds whose CRD was deleted: watched afresh once it is established again.
+    // Running kinds whose CRD was deleted, and those whose CRD was created again since: the latter are
+    // watched afresh as soon as discovery serves them.
     let mut crd_deleted: BTreeSet<GatedKind> = BTreeSet::new();
     let mut restart: BTreeSet<GatedKind> = BTreeSet::new();
     let mut quick_retries = 0;
