@@ -466,13 +466,6 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
                 changed = changes.changed() => break changed.is_err(),
                 _ = &mut sleep, if retrying => break false,
                 Some(change) = crds.recv() => match change {
-                    CrdChange::Changed(crd)
-                        if unresolved.keys().any(|kind| kind.group == crd.group) =>
-                    {
-                        tracing::debug!(%crd, "a CRD in the group of a kind not served yet changed");
-                        quick_retries = QUICK_RETRIES;
-                        break false;
-                    }
                     CrdChange::Changed(crd) => {
                         let recreated = running
                             .iter()
@@ -480,10 +473,15 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
                                 crd_deleted.contains(*kind) && crd.serves(&controller.resource)
                             })
                             .map(|(kind, _)| kind.clone());
-                        if let Some(kind) = recreated {
+                        let awaited = unresolved.keys().any(|kind| kind.group == crd.group);
+                        if let Some(kind) = &recreated {
                             info!(%kind, "its CustomResourceDefinition is back: watching it afresh");
-                            crd_deleted.remove(&kind);
-                            restart.insert(kind);
+                            crd_deleted.remove(kind);
+                            restart.insert(kind.clone());
+                        } else if awaited {
+                            tracing::debug!(%crd, "a CRD in the group of a kind not served yet changed");
+                        }
+                        if recreated.is_some() || awaited {
                             quick_retries = QUICK_RETRIES;
                             break false;
                         }

@@ -463,6 +463,17 @@ async fn a_kind_whose_crd_is_deleted_is_reported_and_gated_again_at_once_when_it
 {
     let mut s = Scenario::new("recreated", "Recreated", "required-metadata").await;
     s.put("meta", &[TEAM_LABEL]).await;
+    // A check of a kind of the same group that is not served: changes in the group wake its lookups too.
+    let sibling = format!("Missing.{}", s.kind.group);
+    put_check(
+        &s.client,
+        &s.namespace,
+        "sibling",
+        &sibling,
+        &s.wasm,
+        &[TEAM_LABEL],
+    )
+    .await;
     s.create("first", &[]).await;
     let operator = s.operator().await;
     s.wait("first", "False", "RequiredMetadataMissing").await;
