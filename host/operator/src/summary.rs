@@ -127,15 +127,11 @@ fn holding_lines(runs: &[CheckRun], deciding: Option<usize>) -> String {
         Ok(_) => None,
         Err(failure) => Some(failure.message.clone()),
     };
-    let others = runs
-        .iter()
-        .enumerate()
-        .filter(|(index, _)| Some(*index) != deciding);
+    let others = (0..runs.len()).filter(|index| Some(*index) != deciding);
     deciding
-        .map(|index| (index, &runs[index]))
         .into_iter()
         .chain(others)
-        .filter_map(|(_, run)| Some(line(run, &holding(run)?)))
+        .filter_map(|index| Some(line(&runs[index], &holding(&runs[index])?)))
         .collect::<Vec<_>>()
         .join("; ")
 }

@@ -37,13 +37,7 @@ pub(crate) async fn object_depending_on_postgres(s: &Scenario, name: &str) {
 
 /// The CheckRejected Event whose note contains `text`; returns the note.
 pub(crate) async fn rejected(s: &Scenario, text: &str) -> String {
-    let event = event_where(&s.client, &s.namespace, "CheckRejected", |event| {
-        event
-            .note
-            .as_deref()
-            .is_some_and(|note| note.contains(text))
-    })
-    .await;
+    let event = event_noting(&s.client, &s.namespace, "CheckRejected", text).await;
     event.note.unwrap()
 }
 

@@ -479,13 +479,7 @@ async fn a_kind_whose_crd_is_deleted_is_reported_and_gated_again_at_once_when_it
     s.wait("first", "False", "RequiredMetadataMissing").await;
 
     s.kind.remove(&s.client).await;
-    let deleted = event_where(&s.client, &s.namespace, "KindNotServed", |event| {
-        event
-            .note
-            .as_deref()
-            .is_some_and(|note| note.contains("was deleted"))
-    })
-    .await;
+    let deleted = event_noting(&s.client, &s.namespace, "KindNotServed", "was deleted").await;
     assert_eq!(
         regarding(&deleted),
         Some("meta"),

@@ -81,13 +81,7 @@ async fn a_check_in_parts_gates_and_a_missing_part_keeps_the_last_good_version()
             apply(&s.client, &s.namespace, config_map).await;
         }
     }
-    let rejected = event_where(&s.client, &s.namespace, "CheckRejected", |event| {
-        event
-            .note
-            .as_deref()
-            .is_some_and(|note| note.contains("part 2 of"))
-    })
-    .await;
+    let rejected = event_noting(&s.client, &s.namespace, "CheckRejected", "part 2 of").await;
     let note = rejected.note.unwrap();
     assert!(
         note.contains("is missing") && note.contains("parts of other versions are present"),

@@ -43,6 +43,17 @@ pub async fn event_where(
     .await
 }
 
+/// The first Event in `namespace` with `reason` whose note contains `text`, waited for up to [`SOON`].
+pub async fn event_noting(client: &Client, namespace: &str, reason: &str, text: &str) -> KubeEvent {
+    event_where(client, namespace, reason, |event| {
+        event
+            .note
+            .as_deref()
+            .is_some_and(|note| note.contains(text))
+    })
+    .await
+}
+
 /// The first Event in `namespace` with `reason`, waited for up to [`SOON`].
 pub async fn event(client: &Client, namespace: &str, reason: &str) -> KubeEvent {
     event_where(client, namespace, reason, |_| true).await
