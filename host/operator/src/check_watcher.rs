@@ -9,6 +9,9 @@
 //! of every version loaded from parts is kept on disk ([`KeptComponents`]), so that a version whose parts
 //! went missing still serves after a restart.
 //!
+//! A load that failed for something outside the ConfigMap is tried again after a backoff; one that ended
+//! for good is not loaded again until its ConfigMap or a part changes, not even by a relist ([`LoadOutcome`]).
+//!
 //! Versions compile in parallel (a slow compile of one check never delays another), and only the newest
 //! version of each ConfigMap is ever installed: every change takes a sequence number, and a compile whose
 //! number is no longer the newest for its name is dropped.
@@ -76,7 +79,8 @@ pub struct CheckWatcher {
 /// The newest change per check name, the kinds the `checks_loaded` gauge has reported, the loads tried
 /// again in a row per check (the backoff's exponent), and the newest ConfigMap of each check shipped in
 /// parts, which a change of one of its parts loads again (never a copy read later, which could be older
-/// than one the check watcher already started loading).
+/// than one the check watcher already started loading), and the `resourceVersion` of each check's
+/// ConfigMap whose load ended for good (see [`LoadOutcome::Final`]), which a relist does not load again.
 #[derive(Debug, Default)]
 struct Progress {
     sequence: u64,
@@ -84,10 +88,10 @@ struct Progress {
     gauged: BTreeSet<String>,
     load_retries: HashMap<String, u32>,
     in_parts: HashMap<String, ConfigMap>,
+    settled: HashMap<String, String>,
 }
 
-/// The first wait before a load whose failure may pass (a refused pull, a missing pull secret or key) is
-/// tried again; it doubles with every such failure in a row.
+/// The first wait before a load whose failure may pass ([`LoadOutcome::MayPass`]) is tried again; it doubles with every such failure in a row.
 const FIRST_LOAD_RETRY: Duration = Duration::from_secs(5);
 /// The longest wait between loads of a check that keeps failing so (the kubelet's image pull cap).
 const LONGEST_LOAD_RETRY: Duration = Duration::from_secs(300);
@@ -128,7 +132,9 @@ impl CheckWatcher {
                 Ok(watcher::Event::Init) => listed.clear(),
                 Ok(watcher::Event::InitApply(config_map)) => {
                     listed.insert(check_name(&config_map));
-                    initial.push(loader.apply(config_map));
+                    if !loader.is_settled(&config_map) {
+                        initial.push(loader.apply(config_map));
+                    }
                 }
                 Ok(watcher::Event::InitDone) => {
                     for load in initial.drain(..) {
@@ -141,7 +147,10 @@ impl CheckWatcher {
                     loader.watcher.oci.initial_loads_done();
                     synced.send_replace(true);
                 }
-                Ok(watcher::Event::Apply(config_map)) => drop(loader.apply(config_map)),
+                Ok(watcher::Event::Apply(config_map)) if !loader.is_settled(&config_map) => {
+                    drop(loader.apply(config_map));
+                }
+                Ok(watcher::Event::Apply(_)) => {}
                 Ok(watcher::Event::Delete(config_map)) => loader.delete(&check_name(&config_map)),
                 Err(failure) => watch_failures::report(&failure, "check ConfigMaps"),
             }
@@ -150,16 +159,17 @@ impl CheckWatcher {
 }
 
 impl CheckWatcher {
-    /// The part ConfigMaps of a check shipped in parts (none for a check in one ConfigMap, or when they
-    /// cannot be listed: the check is then rejected for its missing parts, and loaded again when a part
-    /// arrives).
-    async fn parts_of(&self, config_map: &ConfigMap) -> Vec<ConfigMap> {
-        parts_of(&self.client, config_map)
-            .await
-            .unwrap_or_else(|error| {
+    /// The part ConfigMaps of a check shipped in parts (none for a check in one ConfigMap), and whether
+    /// they could be listed: when they cannot, there are none, the check is rejected for its missing parts
+    /// (or served from its kept copy), and it is loaded again after a backoff.
+    async fn parts_of(&self, config_map: &ConfigMap) -> (Vec<ConfigMap>, bool) {
+        match parts_of(&self.client, config_map).await {
+            Ok(parts) => (parts, true),
+            Err(error) => {
                 error!(check = %check_name(config_map), %error, "listing the check's parts");
-                Vec::new()
-            })
+                (Vec::new(), false)
+            }
+        }
     }
 
     async fn prepare(&self, check: LoadedCheck) -> Result<LoadedCheck, Rejection> {
@@ -285,7 +295,7 @@ impl Loader {
         self.load(config_map)
     }
 
-    /// Loads the ConfigMap's version in the background; a pull that may succeed later is tried again after
+    /// Loads the ConfigMap's version in the background; a load whose failure may pass is tried again after
     /// a backoff, unless a newer change came meanwhile.
     fn load(self: &Arc<Self>, config_map: ConfigMap) -> tokio::task::JoinHandle<()> {
         let name = check_name(&config_map);
@@ -300,13 +310,8 @@ impl Loader {
                 .oci
                 .pull(client, &config_map, policy.as_ref().ok())
                 .await;
-            let may_pass = pulled.as_ref().is_some_and(|pulled| pulled.retry)
+            let pull_may_pass = pulled.as_ref().is_some_and(|pulled| pulled.retry)
                 || policy.as_ref().is_err_and(|problem| problem.retry);
-            if may_pass {
-                loader.load_again_later(&name, sequence, config_map.clone());
-            } else {
-                loader.progress().load_retries.remove(&name);
-            }
             // The semaphore is never closed: acquiring only waits for a slot.
             let _slot = loader.compile_slots.acquire().await.ok();
             if !loader.is_newest(&name, sequence) {
@@ -315,7 +320,8 @@ impl Loader {
             let engine = loader.watcher.engine.clone();
             let defaults = loader.watcher.default_limits;
             let kept = loader.watcher.kept.clone();
-            let parts = loader.watcher.parts_of(&config_map).await;
+            let (parts, parts_listed) = loader.watcher.parts_of(&config_map).await;
+            let version = config_map.clone();
             // Decompressing and compiling are CPU-heavy: off the async workers.
             let loaded = tokio::task::spawn_blocking(move || {
                 let policy = policy.map_err(|problem| problem.problem);
@@ -324,7 +330,7 @@ impl Loader {
                     pulled,
                     policy,
                 };
-                load_version(&engine, &config_map, delivered, &defaults, kept.as_deref())
+                load_version(&engine, &version, delivered, &defaults, kept.as_deref())
             })
             .await
             .unwrap_or_else(|join_error| {
@@ -344,12 +350,22 @@ impl Loader {
                 },
                 Err(rejection) => Err(rejection),
             };
-            loader.settle(&name, sequence, prepared).await;
+            let rejected = prepared.as_ref().err().map(|rejection| rejection.cause);
+            let outcome = LoadOutcome::of(rejected, pull_may_pass || !parts_listed);
+            if outcome == LoadOutcome::MayPass {
+                loader.load_again_later(&name, sequence, config_map.clone());
+            } else {
+                loader.progress().load_retries.remove(&name);
+            }
+            let settled = (outcome == LoadOutcome::Final).then(|| config_map.resource_version());
+            loader
+                .settle(&name, sequence, prepared, settled.flatten())
+                .await;
         })
     }
 
-    /// Loads `config_map` again after the backoff of its failures in a row that may pass by themselves (a
-    /// registry's refusal, a pull secret or key not created yet), if no change came meanwhile.
+    /// Loads `config_map` again after the backoff of its failures in a row that may pass by themselves
+    /// ([`LoadOutcome::MayPass`]), if no change came meanwhile.
     fn load_again_later(self: &Arc<Self>, name: &str, sequence: u64, config_map: ConfigMap) {
         let delay = {
             let mut progress = self.progress();
@@ -358,7 +374,7 @@ impl Loader {
             *retries = retries.saturating_add(1);
             delay
         };
-        info!(check = %name, ?delay, "loading again after a pull or key failure that may pass");
+        info!(check = %name, ?delay, "loading again after a failure that may pass");
         let loader = self.clone();
         let name = name.to_owned();
         tokio::spawn(async move {
@@ -378,6 +394,15 @@ impl Loader {
         sequence
     }
 
+    /// Whether this version of a check ConfigMap was loaded already, for good: a relist (after the API
+    /// server expired the watch or restarted) shows every ConfigMap again, and loading an unchanged one
+    /// would only validate its configuration and report its rejection a second time.
+    fn is_settled(&self, config_map: &ConfigMap) -> bool {
+        let version = config_map.resource_version();
+        version.is_some()
+            && self.progress().settled.get(&check_name(config_map)) == version.as_ref()
+    }
+
     /// Whether no change of `name` came after the one numbered `sequence`.
     fn is_newest(&self, name: &str, sequence: u64) -> bool {
         self.progress().newest.get(name) == Some(&sequence)
@@ -385,11 +410,13 @@ impl Loader {
 
     /// Installs or rejects a compiled version, unless a newer change of the same name came meanwhile. A
     /// version loaded from its kept copy is installed, and its problem (a missing part) reported.
+    /// `settled` is the ConfigMap's `resourceVersion` when loading it again would end the same way.
     async fn settle(
         &self,
         name: &str,
         sequence: u64,
         loaded: Result<(LoadedCheck, Option<String>), Rejection>,
+        settled: Option<String>,
     ) {
         let checks = &self.watcher.checks;
         let rejected = {
@@ -397,6 +424,10 @@ impl Loader {
             if progress.newest.get(name) != Some(&sequence) {
                 return;
             }
+            match settled {
+                Some(version) => progress.settled.insert(name.to_owned(), version),
+                None => progress.settled.remove(name),
+            };
             let rejected = match loaded {
                 Ok((mut check, problem)) => {
                     check.stand_in_note = problem.is_some().then(|| {
@@ -476,6 +507,7 @@ impl Loader {
         let mut progress = self.progress();
         progress.load_retries.remove(name);
         progress.in_parts.remove(name);
+        progress.settled.remove(name);
         if let Some(kind) = self.watcher.checks.remove(name) {
             info!(check = %name, %kind, "check removed");
         }
@@ -514,6 +546,33 @@ fn load_retry_delay(retries: u32) -> Duration {
     FIRST_LOAD_RETRY
         .saturating_mul(1 << retries.min(16))
         .min(LONGEST_LOAD_RETRY)
+}
+
+/// How a load ended, which says when to load the same version again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LoadOutcome {
+    /// Installed, or rejected for what the ConfigMap and its component are: loading it again would end
+    /// the same way, so only a change loads it again (of the ConfigMap, or of one of its parts).
+    Final,
+    /// Something outside the ConfigMap failed that may pass by itself (a registry's refusal; a pull
+    /// secret, key or credentials Secret missing; parts that could not be listed): loaded again after a
+    /// backoff ([`load_retry_delay`]), like the kubelet's image pulls.
+    MayPass,
+    /// The host could not finish loading it: the next relist loads it again.
+    Unfinished,
+}
+
+impl LoadOutcome {
+    /// How a load ended, from why it was rejected (`None`: installed) and whether fetching what it needed
+    /// failed in a way that may pass (`fetch_may_pass`).
+    fn of(rejected: Option<RejectionCause>, fetch_may_pass: bool) -> Self {
+        match rejected {
+            _ if fetch_may_pass => Self::MayPass,
+            Some(RejectionCause::Grant) => Self::MayPass,
+            Some(RejectionCause::Host) => Self::Unfinished,
+            _ => Self::Final,
+        }
+    }
 }
 
 /// What follows from a rejected version.
@@ -719,6 +778,33 @@ mod tests {
         }
         assert!(checks_listed, "the checks are listed once the parts are");
         drop(run);
+    }
+
+    #[test]
+    fn only_loads_that_may_end_otherwise_are_tried_again() {
+        use LoadOutcome::{Final, MayPass, Unfinished};
+        use RejectionCause::{Component, ConfigMap, Configuration, Grant, Host, Signature};
+        let compile = Component(preflight_engine::ComponentProblem::Compile);
+        let table = [
+            (None, false, Final),
+            (None, true, MayPass),
+            (Some(ConfigMap), false, Final),
+            (Some(ConfigMap), true, MayPass),
+            (Some(compile), false, Final),
+            (Some(Configuration), false, Final),
+            (Some(Signature), false, Final),
+            (Some(Signature), true, MayPass),
+            (Some(Grant), false, MayPass),
+            (Some(Host), false, Unfinished),
+            (Some(Host), true, MayPass),
+        ];
+        for (rejected, fetch_may_pass, outcome) in table {
+            assert_eq!(
+                LoadOutcome::of(rejected, fetch_may_pass),
+                outcome,
+                "rejected {rejected:?}, fetch may pass: {fetch_may_pass}"
+            );
+        }
     }
 
     #[test]

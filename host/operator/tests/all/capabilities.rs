@@ -28,6 +28,23 @@ fn external_dependency(server: &LoopbackServer, retry_seconds: u32) -> [(String,
     ]
 }
 
+/// Creates `object` (JSON of a `K`) in the scenario's namespace.
+async fn create_in<K>(s: &Scenario, object: serde_json::Value)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + Clone
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let object: K = serde_json::from_value(object).unwrap();
+    Api::<K>::namespaced(s.client.clone(), &s.namespace)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+}
+
 fn borrowed(data: &[(String, String)]) -> Vec<(&str, &str)> {
     data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
@@ -292,26 +309,16 @@ async fn refused_requests_and_lookups_reach_the_condition_without_the_data() {
     assert_eq!(other.request_count(), 0);
 
     // A lookup of a kind not granted, of a Secret not listed, across namespaces without cluster scope.
-    Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(
-                json!({"metadata": {"name": "db-endpoint"}, "data": {"host": "db"}}),
-            )
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    Api::<Secret>::namespaced(s.client.clone(), &s.namespace)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(
-                json!({"metadata": {"name": "token"}, "stringData": {"t": "s3cret"}}),
-            )
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    create_in::<ConfigMap>(
+        &s,
+        json!({"metadata": {"name": "db-endpoint"}, "data": {"host": "db"}}),
+    )
+    .await;
+    create_in::<Secret>(
+        &s,
+        json!({"metadata": {"name": "token"}, "stringData": {"t": "s3cret"}}),
+    )
+    .await;
     let lookups = "kinds: [v1/ConfigMap]\nsecrets: [other-secret]";
     let cases = [
         (
@@ -483,16 +490,6 @@ async fn a_configuration_the_check_rejects_is_reported_and_the_last_good_version
 async fn credentials_come_from_the_named_secret_and_never_reach_the_object() {
     let s = Scenario::new("creds", "Bucket", "external-dependency").await;
     let server = LoopbackServer::start(|_| Reply::new(200, r#"{"key":"K-9"}"#));
-    Api::<Secret>::namespaced(s.client.clone(), &s.namespace)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(
-                json!({"metadata": {"name": "deps-token"}, "stringData": {"token": "s3cret"}}),
-            )
-            .unwrap(),
-        )
-        .await
-        .unwrap();
     let [config, _] = external_dependency(&server, 2);
     let http = format!(
         "allow: [\"{}\"]\ncredentials: {{secret: deps-token, key: token, prefix: \"Bearer \"}}",
@@ -513,6 +510,15 @@ async fn credentials_come_from_the_named_secret_and_never_reach_the_object() {
     )
     .await;
     let operator = s.operator().await;
+    // The Secret comes after its check (as `kubectl apply -f dir/` orders them by file name): the check is
+    // rejected, then loaded by itself once the Secret exists, without touching its ConfigMap.
+    let missing = format!("Secret {}/deps-token does not exist", s.namespace);
+    event_noting(&s.client, &s.namespace, "CheckRejected", &missing).await;
+    create_in::<Secret>(
+        &s,
+        json!({"metadata": {"name": "deps-token"}, "stringData": {"token": "s3cret"}}),
+    )
+    .await;
     let condition = s.wait("b1", "True", "DependencyAvailable").await;
     assert_eq!(
         server.requests()[0].headers["authorization"],
