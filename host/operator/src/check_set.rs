@@ -43,7 +43,7 @@ impl LoadedCheck {
             return Err(source.settings.rejection(
                 RejectionCause::ConfigMap,
                 format!(
-                    "memoryLimit {} is above the largest this operator gives a check ({}: its --max-memory)",
+                    "memoryLimit {} is above the largest the operator gives a check (its --max-memory, here {})",
                     size(memory),
                     size(engine.max_memory_bytes())
                 ),
@@ -374,7 +374,7 @@ mod tests {
         assert_eq!(refused.cause, RejectionCause::ConfigMap);
         assert_eq!(
             refused.problem,
-            "memoryLimit 1.0 GiB is above the largest this operator gives a check (128.0 MiB: its --max-memory)"
+            "memoryLimit 1.0 GiB is above the largest the operator gives a check (its --max-memory, here 128.0 MiB)"
         );
         assert!(LoadedCheck::load(&engine, source(128 << 20)).is_ok());
     }

@@ -1,7 +1,10 @@
 //! `preflight pack`: the ConfigMap manifests that ship a check, ready for `kubectl apply -f`.
 
 use super::{EXIT_PROCEED, PackArgs, Problem, input};
-use preflight_engine::{Check, Engine};
+use k8s_openapi::api::core::v1::ConfigMap;
+use preflight_engine::{Check, Engine, Limits};
+use preflight_operator::LoadedCheck;
+use preflight_operator::what_if::{WhatIfError, candidate_from_config_maps};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -20,6 +23,8 @@ pub async fn pack(args: PackArgs) -> Result<u8, Problem> {
         max_part_bytes: args.max_part_size,
     })
     .map_err(Problem::Input)?;
+    // The check is still loaded: reading it back compiles nothing again.
+    read_back(&engine, &config_maps)?;
     for config_map in config_maps {
         let mut document =
             serde_json::to_value(&config_map).map_err(|error| Problem::Input(error.to_string()))?;
@@ -30,6 +35,30 @@ pub async fn pack(args: PackArgs) -> Result<u8, Problem> {
         print!("---\n{yaml}");
     }
     Ok(EXIT_PROCEED)
+}
+
+/// Reads the packed ConfigMaps back as the operator reads them, and refuses them as it would (an unknown
+/// key, a `timeout` above 1m or a `memoryLimit` above the default `--max-memory`, a `mode`, `selector`,
+/// `pause` or `http` it cannot read, a kind that is no `Kind.group`), so that `pack` never writes a
+/// ConfigMap that `kubectl apply` accepts and the operator then rejects.
+fn read_back(engine: &Engine, config_maps: &[ConfigMap]) -> Result<(), Problem> {
+    let refused = |problem: String| {
+        Problem::Input(format!(
+            "the operator would reject this ConfigMap, so nothing is written: {problem}"
+        ))
+    };
+    let Some((check, parts)) = config_maps.split_last() else {
+        return Err(refused("no ConfigMap was made".to_owned()));
+    };
+    let source =
+        candidate_from_config_maps(check, parts, &Limits::default()).map_err(
+            |error| match error {
+                WhatIfError::Rejected(problem) => refused(problem),
+                other => refused(other.to_string()),
+            },
+        )?;
+    LoadedCheck::load(engine, source).map_err(|rejection| refused(rejection.problem))?;
+    Ok(())
 }
 
 /// The `data` of a check's ConfigMap: its configuration from `config` (refused here when the check's

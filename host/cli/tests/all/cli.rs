@@ -566,7 +566,7 @@ fn run_grants_outbound_http_only_with_allow_http_and_prints_outputs_and_refusals
 }
 
 #[test]
-fn pack_writes_one_config_map_or_parts_and_refuses_what_is_not_a_check() {
+fn pack_writes_one_config_map_or_parts_and_refuses_what_the_operator_would_reject() {
     let check = build_check("dependency-ready");
     let check = check.to_str().unwrap();
     let documents = |text: &str| -> Vec<Value> {
@@ -609,6 +609,38 @@ fn pack_writes_one_config_map_or_parts_and_refuses_what_is_not_a_check() {
         refused.contains("more than 64 parts of 256 bytes"),
         "{refused}"
     );
+
+    // What the operator would reject is refused here, naming the problem, and nothing is written.
+    let rejected = [
+        (
+            "timeout=2m",
+            "timeout `2m` is not a duration between 1ms and 1m",
+        ),
+        ("timout=2s", "unknown data key `timout`"),
+        (
+            "memoryLimit=1GiB",
+            "memoryLimit 1.0 GiB is above the largest",
+        ),
+        (
+            "mode=monitr",
+            "mode `monitr` is neither enforce nor monitor",
+        ),
+        (
+            "selector=matchLabels: {a: [}",
+            "selector is not YAML or JSON",
+        ),
+    ];
+    for (setting, problem) in rejected {
+        let args = [&base[..], &["--set", setting]].concat();
+        let (status, refused) = preflight_with_stderr(&args);
+        assert_eq!(status, 2, "--set {setting}: {refused}");
+        assert!(
+            refused.contains("the operator would reject this ConfigMap, so nothing is written")
+                && refused.contains(problem),
+            "--set {setting}: {refused}"
+        );
+        assert_eq!(preflight(&args), (2, String::new()), "--set {setting}");
+    }
 
     let not_a_check = std::env::temp_dir().join(format!("not-a-check-{}.wasm", std::process::id()));
     std::fs::write(&not_a_check, b"hello").unwrap();
