@@ -184,10 +184,23 @@ pub async fn test(args: TestArgs) -> Result<u8, Problem> {
     })
 }
 
+/// Reads a fixtures file; a mistake is reported with where it is (`cases[3].expect.proceed: …`).
 fn load(file: &Path) -> Result<Fixtures, Problem> {
     let document = parse_document(file)?;
-    serde_json::from_value(document)
-        .map_err(|error| Problem::Input(format!("{}: {error}", file.display())))
+    if !document.is_object() {
+        return Err(Problem::Input(format!(
+            "{} must hold a mapping with `cases` (and optionally `config` and `now`): see `preflight test --help`",
+            file.display()
+        )));
+    }
+    serde_path_to_error::deserialize(document).map_err(|error| {
+        // The path of the file's top level is `.`: a missing `cases` is said without it.
+        let place = match error.path().to_string() {
+            top if top == "." => String::new(),
+            place => format!("{place}: "),
+        };
+        Problem::Input(format!("{}: {place}{}", file.display(), error.into_inner()))
+    })
 }
 
 fn time(text: Option<&str>, file: &Path) -> Result<SystemTime, Problem> {

@@ -656,6 +656,39 @@ fn pack_writes_one_config_map_or_parts_and_refuses_what_the_operator_would_rejec
     std::fs::remove_file(&not_a_check).unwrap();
 }
 
+#[test]
+fn a_mistake_in_a_fixtures_file_is_reported_at_its_place() {
+    let check = build_check("dependency-ready");
+    let dir = std::env::temp_dir().join(format!("preflight-cli-fixtures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mistakes = [
+        (
+            "cases:\n- name: a\n  object: {}\n  expect: {proceed: true}\n- name: b\n  object: {}\n  expect: {proceed: yes please}\n",
+            "cases[1].expect.proceed: invalid type: string \"yes please\", expected a boolean",
+        ),
+        (
+            "cases:\n- name: a\n  object: {}\n",
+            "cases[0]: missing field `expect`",
+        ),
+        ("confg: {}\ncases: []\n", "confg: unknown field `confg`"),
+        ("config: {}\n", "fixtures.yaml: missing field `cases`"),
+        ("- 1\n- 2\n", "must hold a mapping with `cases`"),
+    ];
+    for (text, said) in mistakes {
+        let file = dir.join("fixtures.yaml");
+        std::fs::write(&file, text).unwrap();
+        let (status, stderr) = preflight_with_stderr(&[
+            "test",
+            "--check",
+            check.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ]);
+        assert_eq!(status, 2, "{text}: {stderr}");
+        assert!(stderr.contains(said), "{text}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Issue 21, items 6d, 11–13: what the operator would do, an author sees on a laptop. The `http` key's
 /// grant file with its Secret (credentials to their origin only), validate-config in `run`, `pack` and
 /// `test`, `test --help` naming the fixture keys, `declare-reads` refusing to widen a declaration, and a
