@@ -429,7 +429,8 @@ struct OperatorArgs {
     #[arg(long, env = "PREFLIGHT_ALL_NAMESPACES")]
     all_namespaces: bool,
     /// Label selector of check ConfigMaps.
-    #[arg(long, env = "PREFLIGHT_CHECK_SELECTOR", default_value = preflight_operator::GATES_LABEL)]
+    #[arg(long, env = "PREFLIGHT_CHECK_SELECTOR", default_value = preflight_operator::GATES_LABEL,
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     check_selector: String,
     /// Address of /healthz, /readyz and /metrics.
     #[arg(long, env = "PREFLIGHT_LISTEN", default_value = "0.0.0.0:8080")]
@@ -441,7 +442,8 @@ struct OperatorArgs {
     /// leader: each replica holds a Lease of its own (labelled `preflight.dev/ring=NAME`) and gates the
     /// objects that rendezvous hashing of their UID over the live replicas gives it. A replica whose
     /// Lease lapses (`--lease-duration`) has its objects taken over by the others.
-    #[arg(long, env = "PREFLIGHT_SHARD_RING", value_name = "NAME")]
+    #[arg(long, env = "PREFLIGHT_SHARD_RING", value_name = "NAME",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     shard_ring: Option<String>,
     /// Gate only the objects this label selector matches, filtered by the API server (static sharding:
     /// run one Deployment per shard, each with its own selector and `--lease-name`, e.g.

@@ -19,4 +19,14 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A label selector the operator was started with is one the API server cannot read.
+    #[error("the {name} {selector:?} is not a label selector the API server reads: {problem}")]
+    Selector {
+        /// Which selector: `check selector` or `watch selector`.
+        name: &'static str,
+        /// The selector as given.
+        selector: String,
+        /// What the API server answered.
+        problem: String,
+    },
 }

@@ -44,6 +44,7 @@ mod pause;
 mod reconcile;
 mod recorded_conditions;
 mod ring;
+mod selectors;
 mod shard_share;
 mod signing;
 mod status_writer;
@@ -161,6 +162,15 @@ const RELEASE_BOUND: Duration = Duration::from_secs(5);
 impl Operator {
     /// Starts the check watcher, the HTTP endpoints, leader election and (while leading) the controllers.
     pub async fn start(client: Client, config: OperatorConfig) -> Result<Self, Error> {
+        let mut selectors = vec![("check selector", config.checks.label_selector.as_str())];
+        selectors.extend(
+            config
+                .watch_selector
+                .as_deref()
+                .map(|s| ("watch selector", s)),
+        );
+        let namespace = config.checks.namespace.as_deref();
+        selectors::refuse_unreadable(&client, namespace, &selectors).await?;
         let engine = Arc::new(Engine::new(config.engine.clone())?);
         let checks = Arc::new(CheckSet::new());
         let metrics = Arc::new(Metrics::default());

@@ -14,6 +14,11 @@ pub async fn operator(args: OperatorArgs) -> Result<u8, Problem> {
             size(args.max_memory)
         )));
     }
+    if args.default_timeout.is_zero() {
+        return Err(Problem::Input(
+            "--default-timeout 0s: every check without a timeout would time out at once".to_owned(),
+        ));
+    }
     let client = kube::Client::try_default().await.map_err(|error| {
         Problem::Input(format!("cannot configure the Kubernetes client: {error}"))
     })?;

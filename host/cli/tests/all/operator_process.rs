@@ -70,6 +70,50 @@ async fn sigterm_stops_an_idle_operator_at_once() {
     s.remove().await;
 }
 
+/// A selector the API server cannot read stops the start, naming it, instead of a watch that retries for
+/// ever while the operator never becomes ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_the_api_server_cannot_read_stops_the_operator_at_start() {
+    let s = Scenario::new("badselector", "Ledger", "required-metadata").await;
+    let selectors = [
+        ("--check-selector", "==="),
+        ("--watch-selector", "tier in (gold"),
+    ];
+    for (flag, selector) in selectors {
+        // `timeout` ends an operator that keeps running (exit 124) instead of hanging the test.
+        let mut command = Command::new("timeout");
+        command
+            .arg(SOON.as_secs().to_string())
+            .arg(env!("CARGO_BIN_EXE_preflight"))
+            .args([
+                "operator",
+                "--namespace",
+                &s.namespace,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--leader-election=false", flag, selector])
+            .env("KUBECONFIG", kubeconfig());
+        let output = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{flag} {selector:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "{selector:?} is not a label selector the API server reads"
+            )),
+            "{flag}: {stderr}"
+        );
+    }
+    s.remove().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_check_logs_reaches_the_operators_json_logs_with_the_object() {
     let s = Scenario::new("checklogs", "Mailbox", "dependency-ready").await;
