@@ -10,7 +10,8 @@
 //! went missing still serves after a restart.
 //!
 //! A load that failed for something outside the ConfigMap is tried again after a backoff; one that ended
-//! for good is not loaded again until its ConfigMap or a part changes, not even by a relist ([`LoadOutcome`]).
+//! for good is not loaded again until its ConfigMap or a part changes, not even by a relist
+//! ([`LoadOutcome`]).
 //!
 //! Versions compile in parallel (a slow compile of one check never delays another), and only the newest
 //! version of each ConfigMap is ever installed: every change takes a sequence number, and a compile whose
@@ -91,7 +92,8 @@ struct Progress {
     settled: HashMap<String, String>,
 }
 
-/// The first wait before a load whose failure may pass ([`LoadOutcome::MayPass`]) is tried again; it doubles with every such failure in a row.
+/// The first wait before a load whose failure may pass ([`LoadOutcome::MayPass`]) is tried again; it
+/// doubles with every such failure in a row.
 const FIRST_LOAD_RETRY: Duration = Duration::from_secs(5);
 /// The longest wait between loads of a check that keeps failing so (the kubelet's image pull cap).
 const LONGEST_LOAD_RETRY: Duration = Duration::from_secs(300);
