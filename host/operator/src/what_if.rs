@@ -34,7 +34,7 @@ const PAGE: u32 = 500;
 #[derive(Debug, thiserror::Error)]
 pub enum WhatIfError {
     /// The check ConfigMap could not be read.
-    #[error("cannot read the check ConfigMap {name}: {source}")]
+    #[error("cannot read the check ConfigMap {name}: {}", answer(.source))]
     ReadCheck {
         /// `namespace/name`.
         name: String,
@@ -55,6 +55,15 @@ pub enum WhatIfError {
         /// The API error.
         source: kube::Error,
     },
+}
+
+/// What the API server said, for people: its message and code (`configmaps "deps" not found (404)`), not
+/// kube's debug form of the whole status.
+fn answer(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        other => other.to_string(),
+    }
 }
 
 /// Which objects to evaluate, and how many at once.
@@ -385,6 +394,20 @@ mod tests {
             message: String::new(),
             outputs: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_check_config_map_that_cannot_be_read_is_said_in_the_api_server_s_words() {
+        let status =
+            kube::core::Status::failure("configmaps \"deps\" not found", "NotFound").with_code(404);
+        let error = WhatIfError::ReadCheck {
+            name: "ops/deps".into(),
+            source: kube::Error::Api(Box::new(status)),
+        };
+        assert_eq!(
+            error.to_string(),
+            "cannot read the check ConfigMap ops/deps: configmaps \"deps\" not found (404)"
+        );
     }
 
     /// A result of one run that proceeds, waits with `reason`, or fails.
