@@ -25,6 +25,7 @@
 //! deleted when the kind's last check goes (or hold at admission is turned off); they stay while the
 //! operator is down, so that nothing rolls out unchecked meanwhile.
 
+use crate::api_answer::api_answer;
 use crate::field_managers::FIELD_MANAGER;
 use crate::pause::{HELD_AT_ADMISSION_ANNOTATION, PauseSwitch, SwitchTarget};
 use crate::vocabulary::ObjectSelector;
@@ -311,7 +312,7 @@ impl AdmissionHolds {
                 Err(error) => {
                     problems.push((
                         "admission policies".to_owned(),
-                        format!("cannot list them: {error}"),
+                        format!("cannot list them: {}", api_answer(&error)),
                     ));
                     return problems;
                 }
@@ -326,7 +327,10 @@ impl AdmissionHolds {
             if wanted.contains_key(&name) {
                 kept.insert(name, old);
             } else if let Err(error) = self.delete(&name).await {
-                problems.push((name.clone(), format!("cannot delete it: {error}")));
+                problems.push((
+                    name.clone(),
+                    format!("cannot delete it: {}", api_answer(&error)),
+                ));
                 kept.insert(name, old);
             } else {
                 info!(policy = %name, "admission hold removed");
@@ -342,7 +346,9 @@ impl AdmissionHolds {
                     info!(policy = %name, "admission hold installed");
                     kept.insert(name, hold);
                 }
-                Err(error) => problems.push((name, format!("cannot install it: {error}"))),
+                Err(error) => {
+                    problems.push((name, format!("cannot install it: {}", api_answer(&error))));
+                }
             }
         }
         self.installed = Some(kept);

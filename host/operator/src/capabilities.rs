@@ -18,6 +18,7 @@
 //!   secrets: ["db-credentials"]
 //! ```
 
+use crate::api_answer::api_answer;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use preflight_engine::{Grants, HttpGrant, HttpPolicy, InjectedHeader, ObjectKind, UrlPattern};
@@ -193,7 +194,12 @@ impl HttpSettings {
                 let secret = secrets
                     .get_opt(&credentials.secret)
                     .await
-                    .map_err(|error| format!("http credentials: cannot read {where_}: {error}"))?
+                    .map_err(|error| {
+                        format!(
+                            "http credentials: cannot read {where_}: {}",
+                            api_answer(&error)
+                        )
+                    })?
                     .ok_or_else(|| format!("http credentials: {where_} does not exist"))?;
                 Some((where_, secret))
             }

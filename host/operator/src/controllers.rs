@@ -5,6 +5,7 @@
 //! [`crate::reconcile`], what starts one in [`crate::triggers`].
 
 use crate::admission_hold::{AdmissionHolds, hold_policy};
+use crate::api_answer::api_answer;
 use crate::check_set::{CheckSet, GateEntry, KindSwitch, selector_of, switch_of};
 use crate::condition::{ConditionType, Placement, existing_condition};
 use crate::context::{KindContext, Shared};
@@ -91,8 +92,9 @@ pub async fn resolve(
         .await
         .map_err(|error| {
             format!(
-                "API group `{}` is not served ({error}); is the CustomResourceDefinition of {kind} installed?",
-                kind.group
+                "API group `{}` is not served ({}); is the CustomResourceDefinition of {kind} installed?",
+                kind.group,
+                api_answer(&error)
             )
         })?;
     let found = if versions.is_empty() {

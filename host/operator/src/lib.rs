@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod admission_hold;
+mod api_answer;
 mod capabilities;
 mod check_set;
 mod check_source;

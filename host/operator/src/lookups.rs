@@ -10,6 +10,7 @@
 //! - Secrets are never cached or listed: a granted Secret is read by name, directly, so that the operator
 //!   needs `get` on that Secret only (a Role with `resourceNames`).
 
+use crate::api_answer::api_answer;
 use crate::capabilities::{LookupSettings, secret_kind};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -86,7 +87,12 @@ impl ObjectCaches {
         let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
         let (resource, capabilities) = kube::discovery::pinned_kind(&self.client, &gvk)
             .await
-            .map_err(|error| format!("the API server does not serve {kind}: {error}"))?;
+            .map_err(|error| {
+                format!(
+                    "the API server does not serve {kind}: {}",
+                    api_answer(&error)
+                )
+            })?;
         let found = (resource, capabilities.scope);
         self.state().kinds.insert(kind.clone(), found.clone());
         Ok(found)
@@ -309,7 +315,7 @@ impl GrantedLookups {
                 "the operator may not get Secret {namespace}/{name} (RBAC): grant its ServiceAccount get \
                  on this Secret (a Role with resourceNames)"
             ),
-            error => format!("reading Secret {namespace}/{name}: {error}"),
+            error => format!("reading Secret {namespace}/{name}: {}", api_answer(&error)),
         })?;
         secret
             .map(|secret| serde_json::to_string(&secret).map_err(|error| error.to_string()))

@@ -11,6 +11,7 @@
 //! loads are done, and whenever a check pulls another version or goes, every other version is removed
 //! (the cache is on an emptyDir whose size limit evicts the pod).
 
+use crate::api_answer::api_answer;
 use crate::check_source::oci_reference;
 use crate::config_map_format::MAX_COMPONENT_BYTES;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -214,7 +215,12 @@ async fn docker_config(client: &Client, namespace: &str, name: &str) -> Result<V
     let secret = secrets
         .get_opt(name)
         .await
-        .map_err(|error| format!("cannot read pull secret {namespace}/{name}: {error}"))?
+        .map_err(|error| {
+            format!(
+                "cannot read pull secret {namespace}/{name}: {}",
+                api_answer(&error)
+            )
+        })?
         .ok_or_else(|| format!("pull secret {namespace}/{name} does not exist"))?;
     secret
         .data

@@ -5,6 +5,7 @@
 //! cosign signatures stored beside it; a check in ConfigMaps against the `sign-blob` signatures in its
 //! `signature` key.
 
+use crate::api_answer::api_answer;
 use crate::config_map_format::SIGNATURE_KEY;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
@@ -138,7 +139,10 @@ async fn read_key(
     };
     let problem = |problem: String, retry| KeyProblem { problem, retry };
     match pem {
-        Err(error) => Err(problem(format!("cannot read {what}: {error}"), true)),
+        Err(error) => Err(problem(
+            format!("cannot read {what}: {}", api_answer(&error)),
+            true,
+        )),
         Ok(None) => Err(problem(format!("{what} does not exist"), true)),
         Ok(Some(None)) => Err(problem(
             format!(

@@ -7,6 +7,7 @@
 //! isolation, selector and versions; credentials read from their Secret, lookups served from watch caches),
 //! always as if enforced. Nothing is written: the objects are listed, and lookups and Secrets read.
 
+use crate::api_answer::api_answer;
 use crate::check_set::{CheckSet, LoadedCheck};
 use crate::check_source;
 use crate::check_watcher::{parts_of, prepare, verify};
@@ -34,7 +35,7 @@ const PAGE: u32 = 500;
 #[derive(Debug, thiserror::Error)]
 pub enum WhatIfError {
     /// The check ConfigMap could not be read.
-    #[error("cannot read the check ConfigMap {name}: {}", answer(.source))]
+    #[error("cannot read the check ConfigMap {name}: {}", api_answer(.source))]
     ReadCheck {
         /// `namespace/name`.
         name: String,
@@ -55,15 +56,6 @@ pub enum WhatIfError {
         /// The API error.
         source: kube::Error,
     },
-}
-
-/// What the API server said, for people: its message and code (`configmaps "deps" not found (404)`), not
-/// kube's debug form of the whole status.
-fn answer(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
-        other => other.to_string(),
-    }
 }
 
 /// Which objects to evaluate, and how many at once.
