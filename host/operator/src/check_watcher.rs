@@ -359,9 +359,8 @@ impl Loader {
             } else {
                 loader.progress().load_retries.remove(&name);
             }
-            let settled = (outcome == LoadOutcome::Final).then(|| config_map.resource_version());
             loader
-                .settle(&name, sequence, prepared, settled.flatten())
+                .settle(&name, sequence, prepared, outcome, &config_map)
                 .await;
         })
     }
@@ -410,15 +409,17 @@ impl Loader {
         self.progress().newest.get(name) == Some(&sequence)
     }
 
-    /// Installs or rejects a compiled version, unless a newer change of the same name came meanwhile. A
-    /// version loaded from its kept copy is installed, and its problem (a missing part) reported.
-    /// `settled` is the ConfigMap's `resourceVersion` when loading it again would end the same way.
+    /// Installs or rejects a compiled version of `config_map`, unless a newer change of the same name came
+    /// meanwhile. A version loaded from its kept copy is installed, and its problem (a missing part)
+    /// reported. The load's `outcome` says whether a relist loads this version again and whether the
+    /// report says that it is tried again by itself.
     async fn settle(
         &self,
         name: &str,
         sequence: u64,
         loaded: Result<(LoadedCheck, Option<String>), Rejection>,
-        settled: Option<String>,
+        outcome: LoadOutcome,
+        config_map: &ConfigMap,
     ) {
         let checks = &self.watcher.checks;
         let rejected = {
@@ -426,9 +427,11 @@ impl Loader {
             if progress.newest.get(name) != Some(&sequence) {
                 return;
             }
-            match settled {
-                Some(version) => progress.settled.insert(name.to_owned(), version),
-                None => progress.settled.remove(name),
+            match config_map.resource_version() {
+                Some(version) if outcome == LoadOutcome::Final => {
+                    progress.settled.insert(name.to_owned(), version)
+                }
+                _ => progress.settled.remove(name),
             };
             let rejected = match loaded {
                 Ok((mut check, problem)) => {
@@ -459,12 +462,21 @@ impl Loader {
             rejected
         };
         if let Some((rejection, consequence)) = rejected {
-            self.report(name, rejection, consequence).await;
+            let retried = outcome == LoadOutcome::MayPass;
+            self.report(name, rejection, consequence, retried).await;
         }
     }
 
-    /// Says what is wrong with a rejected version: log, metric, Event on the ConfigMap.
-    async fn report(&self, name: &str, rejection: Rejection, consequence: Consequence) {
+    /// Says what is wrong with a rejected version: log, metric, Event on the ConfigMap; and, when it is
+    /// `retried` by itself, that it is (in words that do not change between tries, so that the Event
+    /// counts them instead of making one per try).
+    async fn report(
+        &self,
+        name: &str,
+        rejection: Rejection,
+        consequence: Consequence,
+        retried: bool,
+    ) {
         let kind = rejection
             .gates
             .as_ref()
@@ -479,6 +491,14 @@ impl Loader {
             Consequence::KeptCopyServes(digest) => format!(
                 "the copy of this version (sha256 {digest}) kept on the operator's disk serves"
             ),
+        };
+        let consequence = match retried {
+            true => format!(
+                "{consequence}; loaded again by itself (after {} s, doubling up to {} s)",
+                FIRST_LOAD_RETRY.as_secs(),
+                LONGEST_LOAD_RETRY.as_secs()
+            ),
+            false => consequence,
         };
         let problem = &rejection.problem;
         error!(check = %name, %kind, %problem, consequence, "check rejected");

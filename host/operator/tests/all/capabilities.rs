@@ -513,7 +513,12 @@ async fn credentials_come_from_the_named_secret_and_never_reach_the_object() {
     // The Secret comes after its check (as `kubectl apply -f dir/` orders them by file name): the check is
     // rejected, then loaded by itself once the Secret exists, without touching its ConfigMap.
     let missing = format!("Secret {}/deps-token does not exist", s.namespace);
-    event_noting(&s.client, &s.namespace, "CheckRejected", &missing).await;
+    let rejected = event_noting(&s.client, &s.namespace, "CheckRejected", &missing).await;
+    let note = rejected.note.unwrap_or_default();
+    assert!(
+        note.ends_with("loaded again by itself (after 5 s, doubling up to 300 s)"),
+        "{note}"
+    );
     create_in::<Secret>(
         &s,
         json!({"metadata": {"name": "deps-token"}, "stringData": {"token": "s3cret"}}),
