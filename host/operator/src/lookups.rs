@@ -221,18 +221,19 @@ fn describe(error: &watcher::Error, plural: &str, group: &str, where_: &str) -> 
     } else {
         format!("{plural}.{group}")
     };
-    let status = match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => Some(status),
+    let answer = match error {
+        watcher::Error::InitialListFailed(answer @ kube::Error::Api(_))
+        | watcher::Error::WatchStartFailed(answer @ kube::Error::Api(_))
+        | watcher::Error::WatchFailed(answer @ kube::Error::Api(_)) => Some(answer),
         _ => None,
     };
-    match status {
-        Some(status) if status.code == 403 => format!(
+    match answer {
+        Some(kube::Error::Api(status)) if status.code == 403 => format!(
             "the operator may not list and watch {resource} {where_} (RBAC): grant its ServiceAccount \
              the verbs get, list and watch on {resource}"
         ),
-        _ => format!("watching {resource} {where_}: {error}"),
+        Some(answer) => format!("watching {resource} {where_}: {}", api_answer(answer)),
+        None => format!("watching {resource} {where_}: {error}"),
     }
 }
 
