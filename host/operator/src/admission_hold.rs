@@ -23,20 +23,31 @@
 //! being refused. The policies are labelled `app.kubernetes.io/managed-by: preflight`, installed by
 //! server-side apply under [`FIELD_MANAGER`](crate::FIELD_MANAGER), replaced when the switch changes and
 //! deleted when the kind's last check goes (or hold at admission is turned off); they stay while the
-//! operator is down, so that nothing rolls out unchecked meanwhile.
+//! operator is down, so that nothing rolls out unchecked meanwhile. While it runs, it watches them: one
+//! deleted or changed by someone else is put back within seconds (at most once every few seconds, so that
+//! two replicas that disagree during a rolling update do not fight in a tight loop).
 
 use crate::api_answer::api_answer;
 use crate::field_managers::FIELD_MANAGER;
 use crate::pause::{HELD_AT_ADMISSION_ANNOTATION, PauseSwitch, SwitchTarget};
 use crate::vocabulary::ObjectSelector;
+use futures::StreamExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
-use tracing::info;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::{info, warn};
 
 /// The label every policy and binding the operator installs carries (and the value), to find them again.
 const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "preflight");
+
+/// The shortest time between two rechecks of the holds that put something back ([`AdmissionHolds::recheck_at`]).
+const RECHECK_PAUSE: Duration = Duration::from_secs(5);
 
 /// The label naming the installation (the namespace of its check ConfigMaps) that owns a policy: an
 /// operator removes only its own installation's leftovers.
@@ -262,14 +273,152 @@ pub(crate) fn hold_policy(
     })
 }
 
-/// The policies the operator has installed, kept in step with the gated kinds' switches.
+/// One of the two objects a hold is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum HoldObject {
+    /// The MutatingAdmissionPolicy.
+    Policy,
+    /// Its MutatingAdmissionPolicyBinding.
+    Binding,
+}
+
+/// What the watch on this installation's policies and bindings saw ([`watch_installed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PolicyEvent {
+    /// A full list of one object type begins (the first, or again after the watch expired).
+    Listing(HoldObject),
+    /// An object exists at this resourceVersion: listed, created or changed.
+    Present {
+        object: HoldObject,
+        name: String,
+        version: String,
+    },
+    /// The list begun by [`PolicyEvent::Listing`] is complete.
+    Listed(HoldObject),
+    /// An object was deleted, or lost the labels that make it this installation's.
+    Gone { object: HoldObject, name: String },
+}
+
+/// A hold as this operator last applied it, and the resourceVersions the API server answered with: a
+/// version seen later that differs means someone else changed or deleted it.
+#[derive(Debug, Clone, PartialEq)]
+struct Installed {
+    /// What was applied; `None` for an earlier run's leftover (its content unknown: applied again if wanted).
+    hold: Option<HoldPolicy>,
+    /// The policy's resourceVersion after the apply.
+    policy_version: Option<String>,
+    /// The binding's resourceVersion after the apply.
+    binding_version: Option<String>,
+}
+
+impl Installed {
+    /// An earlier run's leftover: nothing known of it.
+    const UNKNOWN: Self = Self {
+        hold: None,
+        policy_version: None,
+        binding_version: None,
+    };
+
+    fn version(&self, object: HoldObject) -> Option<&str> {
+        match object {
+            HoldObject::Policy => self.policy_version.as_deref(),
+            HoldObject::Binding => self.binding_version.as_deref(),
+        }
+    }
+}
+
+/// One hold as the API server has it, listed.
+#[derive(Debug, Clone, Default)]
+struct Found {
+    /// The policy's resourceVersion; `None` when there is no policy.
+    policy_version: Option<String>,
+    /// The binding's resourceVersion; `None` when there is no binding.
+    binding_version: Option<String>,
+    /// The field managers other than this operator's that own fields of either.
+    others: BTreeSet<String>,
+}
+
+impl Found {
+    /// How someone else changed it, if they did: half of it deleted, or fields written by another manager.
+    fn tampering(&self) -> Option<Tampering> {
+        if self.policy_version.is_none() || self.binding_version.is_none() {
+            Some(Tampering::Deleted)
+        } else if self.others.is_empty() {
+            None
+        } else {
+            Some(Tampering::ChangedBy(self.others.iter().cloned().collect()))
+        }
+    }
+
+    /// `hold`, installed at the versions listed.
+    fn as_installed(&self, hold: HoldPolicy) -> Installed {
+        Installed {
+            hold: Some(hold),
+            policy_version: self.policy_version.clone(),
+            binding_version: self.binding_version.clone(),
+        }
+    }
+}
+
+/// How a hold was changed behind the operator's back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tampering {
+    /// Its policy, its binding or both were deleted.
+    Deleted,
+    /// These field managers own fields of it.
+    ChangedBy(Vec<String>),
+}
+
+impl std::fmt::Display for Tampering {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Deleted => formatter.write_str("deleted"),
+            Self::ChangedBy(managers) => write!(formatter, "changed by {}", managers.join(", ")),
+        }
+    }
+}
+
+/// What a watch event on one of the installation's policies or bindings says, if anything.
+fn policy_event(
+    object: HoldObject,
+    event: watcher::Event<PartialObjectMeta<DynamicObject>>,
+) -> Option<PolicyEvent> {
+    Some(match event {
+        watcher::Event::Init => PolicyEvent::Listing(object),
+        watcher::Event::InitDone => PolicyEvent::Listed(object),
+        watcher::Event::InitApply(meta) | watcher::Event::Apply(meta) => PolicyEvent::Present {
+            object,
+            version: meta.resource_version()?,
+            name: meta.name_any(),
+        },
+        watcher::Event::Delete(meta) => PolicyEvent::Gone {
+            object,
+            name: meta.name_any(),
+        },
+    })
+}
+
+/// The policies the operator has installed, kept in step with the gated kinds' switches, and put back when
+/// someone else deletes or changes them while the operator runs (an `argocd` prune, a mistaken
+/// uninstall): a deleted hold would let the next object roll out unchecked.
 pub(crate) struct AdmissionHolds {
     policies: Api<DynamicObject>,
     bindings: Api<DynamicObject>,
+    /// The same, for their metadata only (what the watch reads).
+    policy_metadata: Api<PartialObjectMeta<DynamicObject>>,
+    binding_metadata: Api<PartialObjectMeta<DynamicObject>>,
     /// The installation's label value ([`INSTALLATION_LABEL`]).
     installation: String,
     /// What is installed, by name; `None` until the leftovers of an earlier run were listed.
-    installed: Option<BTreeMap<String, HoldPolicy>>,
+    installed: Option<BTreeMap<String, Installed>>,
+    /// Set when the watch saw something this operator did not do: the next sync lists what is there and
+    /// puts back what someone else changed.
+    recheck: bool,
+    /// No recheck is due before this: set for [`RECHECK_PAUSE`] after a recheck that put something back
+    /// or failed.
+    not_before: Option<Instant>,
+    /// The names seen so far by a list in progress, by object type.
+    listing: HashMap<HoldObject, BTreeSet<String>>,
 }
 
 impl AdmissionHolds {
@@ -290,30 +439,50 @@ impl AdmissionHolds {
         Self {
             policies: Api::all_with(client.clone(), &policy),
             bindings: Api::all_with(client.clone(), &binding),
+            policy_metadata: Api::all_with(client.clone(), &policy),
+            binding_metadata: Api::all_with(client.clone(), &binding),
             installation,
             installed: None,
+            recheck: false,
+            not_before: None,
+            listing: HashMap::new(),
         }
     }
 
     /// Makes the installed policies exactly `wanted`: applies what is new or changed and deletes the rest
-    /// (on the first call, also what an earlier run left behind). Returns the problems, by policy name; what
-    /// failed is tried again at the next call.
+    /// (on the first call, also what an earlier run left behind). After [`Self::notice`] saw a change that
+    /// was not this operator's, what is there is listed again, and a hold whose policy or binding is missing,
+    /// or has fields another field manager owns, is applied again and logged; one written by another replica
+    /// of this operator (the same field manager) is left as it is. Returns the problems, by policy name;
+    /// what failed is tried again at the next call.
     pub async fn sync(&mut self, wanted: Vec<HoldPolicy>) -> Vec<(String, String)> {
         let mut problems = Vec::new();
-        let installed = match self.installed.take() {
-            Some(installed) => installed,
-            None => match self.leftovers().await {
-                Ok(leftovers) => leftovers,
+        let recheck = std::mem::take(&mut self.recheck);
+        let (installed, found) = match self.installed.take() {
+            Some(known) if !recheck => (known, None),
+            known => match self.found().await {
+                Ok(found) => {
+                    let mut merged = known.unwrap_or_default();
+                    for name in found.keys() {
+                        merged.entry(name.clone()).or_insert(Installed::UNKNOWN);
+                    }
+                    (merged, Some(found))
+                }
                 // Hold at admission is off and the operator may not read policies: it installed none.
-                Err(kube::Error::Api(status)) if status.code == 403 && wanted.is_empty() => {
+                Err(kube::Error::Api(status))
+                    if status.code == 403 && wanted.is_empty() && known.is_none() =>
+                {
                     tracing::debug!(%status, "cannot list admission policies; none to remove");
-                    BTreeMap::new()
+                    (BTreeMap::new(), None)
                 }
                 Err(error) => {
                     problems.push((
                         "admission policies".to_owned(),
                         format!("cannot list them: {}", api_answer(&error)),
                     ));
+                    self.installed = known;
+                    self.recheck = recheck;
+                    self.not_before = Some(Instant::now() + RECHECK_PAUSE);
                     return problems;
                 }
             },
@@ -337,14 +506,37 @@ impl AdmissionHolds {
             }
         }
         for (name, hold) in wanted {
-            if kept.get(&name) == Some(&hold) {
+            let previous = kept.remove(&name).unwrap_or(Installed::UNKNOWN);
+            let unchanged = previous.hold.as_ref() == Some(&hold);
+            // `None`: not listed by this sync; `Some(None)`: listed, and not there.
+            let listed = found.as_ref().map(|found| found.get(&name));
+            let tampered = match listed {
+                None => None,
+                Some(None) => Some(Tampering::Deleted),
+                Some(Some(listed)) => listed.tampering(),
+            };
+            if unchanged && tampered.is_none() {
+                // As this operator (or another replica of it) left it: nothing to put back.
+                let current = match listed.flatten() {
+                    Some(listed) => listed.as_installed(hold),
+                    None => previous,
+                };
+                kept.insert(name, current);
                 continue;
             }
-            kept.remove(&name);
             match self.apply(&hold).await {
-                Ok(()) => {
-                    info!(policy = %name, "admission hold installed");
-                    kept.insert(name, hold);
+                Ok(now) => {
+                    match tampered {
+                        Some(tampering) if unchanged => {
+                            warn!(
+                                policy = %name, change = %tampering,
+                                "admission hold deleted or changed by someone else; put back"
+                            );
+                            self.not_before = Some(Instant::now() + RECHECK_PAUSE);
+                        }
+                        _ => info!(policy = %name, "admission hold installed"),
+                    }
+                    kept.insert(name, now);
                 }
                 Err(error) => {
                     problems.push((name, format!("cannot install it: {}", api_answer(&error))));
@@ -355,46 +547,156 @@ impl AdmissionHolds {
         problems
     }
 
-    /// The policies an earlier run installed (their content unknown: each is applied again if wanted).
-    async fn leftovers(&self) -> Result<BTreeMap<String, HoldPolicy>, kube::Error> {
-        let selector = ListParams::default().labels(&format!(
-            "{}={},{INSTALLATION_LABEL}={}",
-            MANAGED_BY.0, MANAGED_BY.1, self.installation
-        ));
-        let mut names: Vec<String> = self
-            .policies
-            .list_metadata(&selector)
-            .await?
-            .items
-            .iter()
-            .chain(self.bindings.list_metadata(&selector).await?.items.iter())
-            .map(ResourceExt::name_any)
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        Ok(names
-            .into_iter()
-            .map(|name| {
-                let unknown = HoldPolicy {
-                    name: name.clone(),
-                    policy: Value::Null,
-                    binding: Value::Null,
-                };
-                (name, unknown)
-            })
-            .collect())
+    /// When the holds are due to be checked against the API server ([`Self::sync`] then does it), if the
+    /// watch saw a change that was not this operator's: at once, or [`RECHECK_PAUSE`] after the last
+    /// recheck that put something back or failed, so that two replicas that disagree on a hold (during a
+    /// rolling update) put theirs back at that pace, not in a tight loop.
+    pub fn recheck_at(&self) -> Option<Instant> {
+        self.recheck
+            .then(|| self.not_before.unwrap_or_else(Instant::now))
     }
 
-    /// Applies a policy, then its binding (a binding to a missing policy would hold nothing and warn).
-    async fn apply(&self, hold: &HoldPolicy) -> Result<(), kube::Error> {
+    /// Takes in what the watch on this installation's policies saw ([`watch_installed`]). Returns true when
+    /// it is not what this operator last applied (a hold deleted, changed, or missing from a list; an
+    /// object it does not know): the next [`Self::sync`] then lists and applies again. Nothing counts
+    /// before the first sync.
+    pub fn notice(&mut self, event: PolicyEvent) -> bool {
+        let Some(installed) = &self.installed else {
+            return false;
+        };
+        let changed = match event {
+            PolicyEvent::Listing(object) => {
+                self.listing.insert(object, BTreeSet::new());
+                false
+            }
+            PolicyEvent::Present {
+                object,
+                name,
+                version,
+            } => {
+                let ours = installed
+                    .get(&name)
+                    .is_some_and(|known| known.version(object) == Some(version.as_str()));
+                if let Some(seen) = self.listing.get_mut(&object) {
+                    seen.insert(name);
+                }
+                !ours
+            }
+            PolicyEvent::Listed(object) => {
+                let seen = self.listing.remove(&object).unwrap_or_default();
+                installed.keys().any(|name| !seen.contains(name))
+            }
+            PolicyEvent::Gone { name, .. } => installed.contains_key(&name),
+        };
+        self.recheck |= changed;
+        changed
+    }
+
+    /// Watches this installation's policies and bindings (their metadata only, filtered by label on the
+    /// server) and sends what it sees to `events`, for [`Self::notice`], until the receiver goes. Needs
+    /// `watch` on both; without it, or while the watch fails, a hold deleted or changed by someone else is
+    /// put back only when its kind's checks change: said once at warn, with the API server's answer.
+    pub fn watch_installed(
+        &self,
+        events: mpsc::Sender<PolicyEvent>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let config = watcher::Config::default().labels(&self.label_selector());
+        let watch = |api: &Api<PartialObjectMeta<DynamicObject>>, object: HoldObject| {
+            watcher(api.clone(), config.clone())
+                .default_backoff()
+                .map(move |event| (object, event))
+        };
+        let mut seen = futures::stream::select(
+            watch(&self.policy_metadata, HoldObject::Policy),
+            watch(&self.binding_metadata, HoldObject::Binding),
+        )
+        .boxed();
+        async move {
+            let mut failing: HashMap<HoldObject, String> = HashMap::new();
+            while let Some((object, event)) = seen.next().await {
+                let event = match event {
+                    Ok(event) => {
+                        failing.remove(&object);
+                        event
+                    }
+                    Err(failure) => {
+                        let problem = failure.to_string();
+                        if failing.get(&object) == Some(&problem) {
+                            tracing::debug!(%problem, ?object, "cannot watch the admission holds");
+                        } else {
+                            warn!(
+                                %problem, ?object,
+                                "cannot watch the admission holds: one deleted or changed by someone \
+                                 else is put back only when its kind's checks change"
+                            );
+                            failing.insert(object, problem);
+                        }
+                        continue;
+                    }
+                };
+                let Some(event) = policy_event(object, event) else {
+                    continue;
+                };
+                if events.send(event).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// What the API server holds of this installation's policies and bindings (an earlier run's, another
+    /// replica's, or this one's), by name.
+    async fn found(&self) -> Result<BTreeMap<String, Found>, kube::Error> {
+        let selector = ListParams::default().labels(&self.label_selector());
+        let mut found: BTreeMap<String, Found> = BTreeMap::new();
+        for (object, api) in [
+            (HoldObject::Policy, &self.policies),
+            (HoldObject::Binding, &self.bindings),
+        ] {
+            for item in api.list_metadata(&selector).await?.items {
+                let entry = found.entry(item.name_any()).or_default();
+                let version = item.resource_version();
+                match object {
+                    HoldObject::Policy => entry.policy_version = version,
+                    HoldObject::Binding => entry.binding_version = version,
+                }
+                let managers = item
+                    .managed_fields()
+                    .iter()
+                    .filter_map(|entry| entry.manager.clone());
+                entry
+                    .others
+                    .extend(managers.filter(|manager| manager != FIELD_MANAGER));
+            }
+        }
+        Ok(found)
+    }
+
+    /// The label selector of this installation's policies and bindings.
+    fn label_selector(&self) -> String {
+        format!(
+            "{}={},{INSTALLATION_LABEL}={}",
+            MANAGED_BY.0, MANAGED_BY.1, self.installation
+        )
+    }
+
+    /// Applies a policy, then its binding (a binding to a missing policy would hold nothing and warn), and
+    /// returns what is installed, with the versions the API server gave them.
+    async fn apply(&self, hold: &HoldPolicy) -> Result<Installed, kube::Error> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.policies
+        let policy = self
+            .policies
             .patch(&hold.name, &params, &Patch::Apply(&hold.policy))
             .await?;
-        self.bindings
+        let binding = self
+            .bindings
             .patch(&hold.name, &params, &Patch::Apply(&hold.binding))
             .await?;
-        Ok(())
+        Ok(Installed {
+            hold: Some(hold.clone()),
+            policy_version: policy.resource_version(),
+            binding_version: binding.resource_version(),
+        })
     }
 
     /// Deletes a binding, then its policy; either being gone already is fine.
@@ -620,7 +922,7 @@ mod tests {
                     &mut handle,
                     Method::PATCH,
                     &format!("{api}/{name}"),
-                    empty_list(),
+                    applied(name, "1"),
                 )
                 .await;
                 assert!(
@@ -644,6 +946,239 @@ mod tests {
             "unchanged: nothing sent"
         );
         assert!(holds.sync(Vec::new()).await.is_empty());
+        server.await.unwrap();
+    }
+
+    /// The object a server-side apply answers with, at `version`.
+    fn applied(name: &str, version: &str) -> Response<Body> {
+        respond(
+            StatusCode::OK,
+            json!({"metadata": {"name": name, "resourceVersion": version}}),
+        )
+    }
+
+    /// A sync that installed the Deployments' hold, its policy at version 1 and its binding at 2.
+    async fn installed_holds() -> (AdmissionHolds, HoldPolicy, Handle) {
+        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut holds = AdmissionHolds::new(&Client::new(service, "default"), "ops".into());
+        let switch = PauseSwitch::parse("field:spec.paused=true").unwrap();
+        let hold = hold_policy(&deployments(), &switch, None, "ops").unwrap();
+        let listed = [empty_list(), empty_list()];
+        let server = serve_install(handle, hold.name.clone(), listed, ["1", "2"]);
+        assert!(holds.sync(vec![hold.clone()]).await.is_empty());
+        (holds, hold, server.await.unwrap())
+    }
+
+    /// Answers the requests of a sync that installs hold `name`: its list of policies and of bindings with
+    /// `listed`, its two applies with an object at `versions`.
+    fn serve_install(
+        mut handle: Handle,
+        name: String,
+        listed: [Response<Body>; 2],
+        versions: [&'static str; 2],
+    ) -> tokio::task::JoinHandle<Handle> {
+        tokio::spawn(async move {
+            let [policies, bindings] = listed;
+            answer(&mut handle, Method::GET, POLICIES, policies).await;
+            answer(&mut handle, Method::GET, BINDINGS, bindings).await;
+            for (api, version) in [(POLICIES, versions[0]), (BINDINGS, versions[1])] {
+                let path = format!("{api}/{name}");
+                answer(&mut handle, Method::PATCH, &path, applied(&name, version)).await;
+            }
+            handle
+        })
+    }
+
+    #[tokio::test]
+    async fn only_what_the_operator_did_not_do_counts_as_a_change() {
+        use HoldObject::{Binding, Policy};
+        let name = || "preflight-hold.deployments.apps".to_owned();
+        let present = |object, name: String, version: &str| PolicyEvent::Present {
+            object,
+            name,
+            version: version.to_owned(),
+        };
+        let (service, _handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut before_sync = AdmissionHolds::new(&Client::new(service, "default"), "ops".into());
+        assert!(
+            !before_sync.notice(PolicyEvent::Gone {
+                object: Policy,
+                name: name()
+            }),
+            "nothing counts before the first sync"
+        );
+        let cases: Vec<(&str, Vec<PolicyEvent>, bool)> = vec![
+            (
+                "its own writes, seen",
+                vec![present(Policy, name(), "1"), present(Binding, name(), "2")],
+                false,
+            ),
+            (
+                "the policy changed",
+                vec![present(Policy, name(), "7")],
+                true,
+            ),
+            (
+                "the binding at the policy's version",
+                vec![present(Binding, name(), "1")],
+                true,
+            ),
+            (
+                "the binding deleted",
+                vec![PolicyEvent::Gone {
+                    object: Binding,
+                    name: name(),
+                }],
+                true,
+            ),
+            (
+                "an object it does not know",
+                vec![present(Policy, "preflight-hold.jobs.batch".into(), "3")],
+                true,
+            ),
+            (
+                "a deletion of one it does not keep",
+                vec![PolicyEvent::Gone {
+                    object: Policy,
+                    name: "preflight-hold.jobs.batch".into(),
+                }],
+                false,
+            ),
+            (
+                "a list that shows it",
+                vec![
+                    PolicyEvent::Listing(Policy),
+                    present(Policy, name(), "1"),
+                    PolicyEvent::Listed(Policy),
+                ],
+                false,
+            ),
+            (
+                "a list without it (deleted while the watch was down)",
+                vec![PolicyEvent::Listing(Binding), PolicyEvent::Listed(Binding)],
+                true,
+            ),
+        ];
+        for (case, events, changed) in cases {
+            let (mut holds, _, _handle) = installed_holds().await;
+            let mut noticed = false;
+            for event in events {
+                noticed |= holds.notice(event);
+            }
+            assert_eq!(noticed, changed, "{case}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hold_deleted_by_someone_else_is_applied_again_once() {
+        let (mut holds, hold, handle) = installed_holds().await;
+        assert!(holds.notice(PolicyEvent::Gone {
+            object: HoldObject::Policy,
+            name: hold.name.clone(),
+        }));
+        let listed = [empty_list(), empty_list()];
+        let server = serve_install(handle, hold.name.clone(), listed, ["5", "2"]);
+        assert!(holds.sync(vec![hold.clone()]).await.is_empty());
+        let _handle = server.await.unwrap();
+        assert!(
+            !holds.notice(PolicyEvent::Present {
+                object: HoldObject::Policy,
+                name: hold.name.clone(),
+                version: "5".into(),
+            }),
+            "the version it put back is its own"
+        );
+        // A request now would never be answered: the sync would not finish.
+        let again = tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            holds.sync(vec![hold.clone()]),
+        );
+        assert_eq!(
+            again.await.ok(),
+            Some(Vec::new()),
+            "nothing changed since: nothing sent"
+        );
+        assert_eq!(holds.recheck_at(), None, "nothing is due");
+        assert!(holds.notice(PolicyEvent::Gone {
+            object: HoldObject::Binding,
+            name: hold.name.clone(),
+        }));
+        let paced = holds.recheck_at().expect("a recheck is due");
+        assert!(
+            paced > Instant::now() + RECHECK_PAUSE / 2,
+            "after putting something back, the next recheck waits"
+        );
+    }
+
+    /// A metadata list of one object `name` at `version`, whose fields `managers` own.
+    fn listed(name: &str, version: &str, managers: &[&str]) -> Response<Body> {
+        let managed: Vec<Value> = managers
+            .iter()
+            .map(|manager| json!({"manager": manager, "operation": "Apply"}))
+            .collect();
+        respond(
+            StatusCode::OK,
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {},
+                "items": [{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                    "metadata": {"name": name, "resourceVersion": version, "managedFields": managed}}]}),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_recheck_puts_back_only_what_another_field_manager_wrote() {
+        // Another replica of the operator rewrote the policy (version 9): it stays as it is, and version 9
+        // is known from then on.
+        let (mut holds, hold, mut handle) = installed_holds().await;
+        let name = hold.name.clone();
+        let policy_at_9 = || PolicyEvent::Present {
+            object: HoldObject::Policy,
+            name: hold.name.clone(),
+            version: "9".into(),
+        };
+        assert!(holds.notice(policy_at_9()));
+        let server = tokio::spawn(async move {
+            answer(
+                &mut handle,
+                Method::GET,
+                POLICIES,
+                listed(&name, "9", &["preflight"]),
+            )
+            .await;
+            answer(
+                &mut handle,
+                Method::GET,
+                BINDINGS,
+                listed(&name, "2", &["preflight"]),
+            )
+            .await;
+            handle
+        });
+        let sync = tokio::time::timeout(
+            std::time::Duration::from_millis(500),
+            holds.sync(vec![hold.clone()]),
+        );
+        assert_eq!(sync.await.ok(), Some(Vec::new()), "listed, nothing applied");
+        let _handle = server.await.unwrap();
+        assert!(!holds.notice(policy_at_9()), "the version listed is known");
+        holds.notice(PolicyEvent::Gone {
+            object: HoldObject::Binding,
+            name: hold.name.clone(),
+        });
+        assert!(
+            holds.recheck_at().expect("a recheck is due") <= Instant::now(),
+            "a recheck that put nothing back does not delay the next"
+        );
+
+        // Someone edited it (their field manager owns a field): it is applied again.
+        let (mut holds, hold, handle) = installed_holds().await;
+        let name = hold.name.clone();
+        assert!(holds.notice(policy_at_9()));
+        let edited = [
+            listed(&name, "9", &["preflight", "kubectl-edit"]),
+            listed(&name, "2", &["preflight"]),
+        ];
+        let server = serve_install(handle, name, edited, ["10", "2"]);
+        assert!(holds.sync(vec![hold]).await.is_empty());
         server.await.unwrap();
     }
 }

@@ -30,12 +30,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tracing::{Instrument, info, info_span, warn};
 
 /// How often a kind is looked up again right after its CRD was established (discovery may lag behind).
 const QUICK_RETRY: Duration = Duration::from_millis(250);
 /// How many quick lookups follow a CRD becoming established.
 const QUICK_RETRIES: u32 = 8;
+
 /// Runs the controller of one kind until `stop` fires.
 async fn run_kind(context: Arc<KindContext>, stop: oneshot::Receiver<()>) {
     let client = context.shared.client.clone();
@@ -378,6 +380,11 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
         reported: HashMap::new(),
         failing: false,
     };
+    // What happens to the installed holds behind the operator's back: a deleted one is put back.
+    let (hold_changes, mut hold_events) = mpsc::channel(64);
+    let _hold_watch = shared
+        .hold_at_admission
+        .then(|| AbortOnDrop(tokio::spawn(holds.installed.watch_installed(hold_changes))));
     loop {
         let wanted = checks.kinds();
         for kind in &wanted {
@@ -464,6 +471,7 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
         let mut just_deleted = None;
         let retrying = !unresolved.is_empty() || holds.failing || !restart.is_empty();
         let stopping = loop {
+            let recheck_at = holds.installed.recheck_at();
             tokio::select! {
                 changed = changes.changed() => break changed.is_err(),
                 _ = &mut sleep, if retrying => break false,
@@ -500,6 +508,11 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
                         }
                     }
                 },
+                Some(event) = hold_events.recv() => {
+                    holds.installed.notice(event);
+                }
+                _ = tokio::time::sleep_until(recheck_at.unwrap_or_else(Instant::now)),
+                    if recheck_at.is_some() => break false,
                 _ = shutdown.wait_for(|stopping| *stopping) => break true,
             }
         };

@@ -11,6 +11,7 @@
 //! policies.
 
 use crate::operator_support::*;
+use http::Method;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Pod;
@@ -549,23 +550,72 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
             .any(|name| name == "unknown")
     );
 
-    operator.stop().await;
-    // The policies stay while the operator is away (nothing rolls out unchecked); the test removes them.
-    for name in [
+    // 8. Someone deletes a hold, or changes one, while the operator runs (a GitOps prune, an uninstall
+    // begun too early): the operator puts it back, and the next creation is held again.
+    let policy = |name: &str| format!("{POLICIES}/{name}");
+    let binding = |name: &str| format!("{BINDINGS}/{name}");
+    let (deployments_hold, jobs_hold) = (
         "preflight-hold.deployments.apps",
         "preflight-hold.jobs.batch",
-        "preflight-hold.cronjobs.batch",
-    ] {
-        for plural in [
-            "mutatingadmissionpolicybindings",
-            "mutatingadmissionpolicies",
-        ] {
-            let request = http::Request::delete(format!(
-                "/apis/admissionregistration.k8s.io/v1/{plural}/{name}"
-            ))
-            .body(Vec::new())
+    );
+    for path in [binding(deployments_hold), policy(deployments_hold)] {
+        as_someone_else(&client, Method::DELETE, &path, None)
+            .await
             .unwrap();
-            client.request_text(request).await.unwrap();
+    }
+    let loosened = json!({"spec": {"failurePolicy": "Fail"}});
+    as_someone_else(&client, Method::PATCH, &policy(jobs_hold), Some(loosened))
+        .await
+        .unwrap();
+    eventually("the Deployments' hold to be put back", SOON, || async {
+        for path in [policy(deployments_hold), binding(deployments_hold)] {
+            as_someone_else(&client, Method::GET, &path, None)
+                .await
+                .ok()?;
+        }
+        Some(())
+    })
+    .await;
+    until_creations_are_held(
+        &deployments,
+        |name| deployment(name, json!({}), None),
+        is_paused,
+    )
+    .await;
+    eventually("the Jobs' policy to be put back", SOON, || async {
+        let answer = as_someone_else(&client, Method::GET, &policy(jobs_hold), None).await;
+        (answer.ok()?["spec"]["failurePolicy"] == "Ignore").then_some(())
+    })
+    .await;
+
+    operator.stop().await;
+    // The policies stay while the operator is away (nothing rolls out unchecked); the test removes them.
+    for name in [deployments_hold, jobs_hold, "preflight-hold.cronjobs.batch"] {
+        for path in [binding(name), policy(name)] {
+            as_someone_else(&client, Method::DELETE, &path, None)
+                .await
+                .unwrap();
         }
     }
+}
+
+const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies";
+const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings";
+
+/// Sends `method` to `path` as someone other than the operator (a JSON merge patch when there is a `body`)
+/// and returns the answer.
+async fn as_someone_else(
+    client: &Client,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> Result<Value, kube::Error> {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(format!("{path}?fieldManager=someone-else"))
+        .header("Content-Type", "application/merge-patch+json")
+        .body(body.map_or_else(Vec::new, |body| body.to_string().into_bytes()))
+        .unwrap();
+    let answer = client.request_text(request).await?;
+    Ok(serde_json::from_str(&answer).unwrap())
 }
