@@ -97,12 +97,22 @@ pub(crate) struct HoldPolicy {
 
 /// The name of the policy that holds `resource`.
 fn policy_name(resource: &ApiResource) -> String {
-    let group = if resource.group.is_empty() {
-        "core"
-    } else {
-        &resource.group
-    };
-    format!("preflight-hold.{}.{group}", resource.plural)
+    format!(
+        "preflight-hold.{}.{}",
+        resource.plural,
+        group_name(&resource.group)
+    )
+}
+
+/// The API group a policy named by [`policy_name`] holds (`core` for the core group), if the name is one.
+fn group_of(name: &str) -> Option<&str> {
+    let (_plural, group) = name.strip_prefix("preflight-hold.")?.split_once('.')?;
+    Some(group)
+}
+
+/// The name [`policy_name`] gives a group: `core` for the core group.
+pub(crate) fn group_name(group: &str) -> &str {
+    if group.is_empty() { "core" } else { group }
 }
 
 /// Whether `name` can be written as a CEL field name.
@@ -455,7 +465,16 @@ impl AdmissionHolds {
     /// or has fields another field manager owns, is applied again and logged; one written by another replica
     /// of this operator (the same field manager) is left as it is. Returns the problems, by policy name;
     /// what failed is tried again at the next call.
-    pub async fn sync(&mut self, wanted: Vec<HoldPolicy>) -> Vec<(String, String)> {
+    ///
+    /// `pending_groups` are the API groups of kinds still wanted whose holds cannot be made yet (their
+    /// controller is not running: at start, or while discovery does not serve them): an earlier run's hold
+    /// in one of those groups is left in place, not deleted, so that a restart or a new leader never leaves
+    /// a gated kind unheld for a moment.
+    pub async fn sync(
+        &mut self,
+        wanted: Vec<HoldPolicy>,
+        pending_groups: &BTreeSet<String>,
+    ) -> Vec<(String, String)> {
         let mut problems = Vec::new();
         let recheck = std::mem::take(&mut self.recheck);
         let (installed, found) = match self.installed.take() {
@@ -493,7 +512,9 @@ impl AdmissionHolds {
             .map(|hold| (hold.name.clone(), hold))
             .collect();
         for (name, old) in installed {
-            if wanted.contains_key(&name) {
+            let pending = old.hold.is_none()
+                && group_of(&name).is_some_and(|group| pending_groups.contains(group));
+            if wanted.contains_key(&name) || pending {
                 kept.insert(name, old);
             } else if let Err(error) = self.delete(&name).await {
                 problems.push((
@@ -878,6 +899,9 @@ mod tests {
         request.uri().query().unwrap_or_default().to_owned()
     }
 
+    /// No kind waits for its controller.
+    const NONE_PENDING: &BTreeSet<String> = &BTreeSet::new();
+
     const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies";
     const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings";
 
@@ -889,12 +913,15 @@ mod tests {
             answer(&mut handle, Method::GET, POLICIES, forbidden()).await;
             handle
         });
-        assert!(holds.sync(Vec::new()).await.is_empty(), "not a problem");
+        assert!(
+            holds.sync(Vec::new(), NONE_PENDING).await.is_empty(),
+            "not a problem"
+        );
         let _handle = server.await.unwrap();
         // A request now would never be answered: the sync would not finish.
         let again = tokio::time::timeout(
             std::time::Duration::from_millis(200),
-            holds.sync(Vec::new()),
+            holds.sync(Vec::new(), NONE_PENDING),
         );
         assert_eq!(
             again.await.ok(),
@@ -940,12 +967,17 @@ mod tests {
                 .await;
             }
         });
-        assert!(holds.sync(vec![hold.clone()]).await.is_empty());
         assert!(
-            holds.sync(vec![hold]).await.is_empty(),
+            holds
+                .sync(vec![hold.clone()], NONE_PENDING)
+                .await
+                .is_empty()
+        );
+        assert!(
+            holds.sync(vec![hold], NONE_PENDING).await.is_empty(),
             "unchanged: nothing sent"
         );
-        assert!(holds.sync(Vec::new()).await.is_empty());
+        assert!(holds.sync(Vec::new(), NONE_PENDING).await.is_empty());
         server.await.unwrap();
     }
 
@@ -965,7 +997,12 @@ mod tests {
         let hold = hold_policy(&deployments(), &switch, None, "ops").unwrap();
         let listed = [empty_list(), empty_list()];
         let server = serve_install(handle, hold.name.clone(), listed, ["1", "2"]);
-        assert!(holds.sync(vec![hold.clone()]).await.is_empty());
+        assert!(
+            holds
+                .sync(vec![hold.clone()], NONE_PENDING)
+                .await
+                .is_empty()
+        );
         (holds, hold, server.await.unwrap())
     }
 
@@ -1078,7 +1115,12 @@ mod tests {
         }));
         let listed = [empty_list(), empty_list()];
         let server = serve_install(handle, hold.name.clone(), listed, ["5", "2"]);
-        assert!(holds.sync(vec![hold.clone()]).await.is_empty());
+        assert!(
+            holds
+                .sync(vec![hold.clone()], NONE_PENDING)
+                .await
+                .is_empty()
+        );
         let _handle = server.await.unwrap();
         assert!(
             !holds.notice(PolicyEvent::Present {
@@ -1091,7 +1133,7 @@ mod tests {
         // A request now would never be answered: the sync would not finish.
         let again = tokio::time::timeout(
             std::time::Duration::from_millis(200),
-            holds.sync(vec![hold.clone()]),
+            holds.sync(vec![hold.clone()], NONE_PENDING),
         );
         assert_eq!(
             again.await.ok(),
@@ -1155,7 +1197,7 @@ mod tests {
         });
         let sync = tokio::time::timeout(
             std::time::Duration::from_millis(500),
-            holds.sync(vec![hold.clone()]),
+            holds.sync(vec![hold.clone()], NONE_PENDING),
         );
         assert_eq!(sync.await.ok(), Some(Vec::new()), "listed, nothing applied");
         let _handle = server.await.unwrap();
@@ -1178,7 +1220,60 @@ mod tests {
             listed(&name, "2", &["preflight"]),
         ];
         let server = serve_install(handle, name, edited, ["10", "2"]);
-        assert!(holds.sync(vec![hold]).await.is_empty());
+        assert!(holds.sync(vec![hold], NONE_PENDING).await.is_empty());
+        server.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_earlier_runs_hold_of_a_kind_not_running_yet_stays() {
+        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut holds = AdmissionHolds::new(&Client::new(service, "default"), "ops".into());
+        let switch = PauseSwitch::parse("field:spec.paused=true").unwrap();
+        let hold = hold_policy(&deployments(), &switch, None, "ops").unwrap();
+        let (kept, gone) = (
+            "preflight-hold.deployments.apps",
+            "preflight-hold.widgets.example.com",
+        );
+        let leftovers = move || {
+            let item = |name| json!({"metadata": {"name": name, "resourceVersion": "4"}});
+            respond(
+                StatusCode::OK,
+                json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                    "metadata": {}, "items": [item(kept), item(gone)]}),
+            )
+        };
+        let server = tokio::spawn(async move {
+            let mut handle = handle;
+            answer(&mut handle, Method::GET, POLICIES, leftovers()).await;
+            answer(&mut handle, Method::GET, BINDINGS, leftovers()).await;
+            for api in [BINDINGS, POLICIES] {
+                let path = format!("{api}/{gone}");
+                answer(&mut handle, Method::DELETE, &path, empty_list()).await;
+            }
+            handle
+        });
+        // At start no controller runs yet: Deployments are wanted, their group pending.
+        let pending = BTreeSet::from(["apps".to_owned()]);
+        let first = tokio::time::timeout(
+            std::time::Duration::from_millis(500),
+            holds.sync(Vec::new(), &pending),
+        );
+        assert_eq!(
+            first.await.ok(),
+            Some(Vec::new()),
+            "only the hold of a group no kind is pending in is deleted"
+        );
+        let handle = server.await.unwrap();
+        // Once the Deployments' controller runs, their hold is applied over the leftover.
+        let server = tokio::spawn(async move {
+            let mut handle = handle;
+            for api in [POLICIES, BINDINGS] {
+                let path = format!("{api}/{kept}");
+                answer(&mut handle, Method::PATCH, &path, applied(kept, "5")).await;
+            }
+        });
+        let applied_over = holds.sync(vec![hold], NONE_PENDING).await;
+        assert!(applied_over.is_empty());
         server.await.unwrap();
     }
 }

@@ -41,6 +41,9 @@ pub struct Shared {
     pub watch_selector: Option<String>,
     /// With a shard ring: this replica's share of the objects (automatic sharding); `None` gates them all.
     pub shard: Option<Shard>,
+    /// Turns true once the check ConfigMaps have been listed and loaded: before that no kind looks wanted,
+    /// so nothing is started or removed.
+    pub checks_synced: tokio::sync::watch::Receiver<bool>,
 }
 
 /// This replica's place in its shard ring.

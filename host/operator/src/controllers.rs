@@ -4,7 +4,7 @@
 //! deleted is reported and watched afresh as soon as it is created again. The reconcile itself is in
 //! [`crate::reconcile`], what starts one in [`crate::triggers`].
 
-use crate::admission_hold::{AdmissionHolds, hold_policy};
+use crate::admission_hold::{AdmissionHolds, group_name, hold_policy};
 use crate::api_answer::api_answer;
 use crate::check_set::{CheckSet, GateEntry, KindSwitch, selector_of, switch_of};
 use crate::condition::{ConditionType, Placement, existing_condition};
@@ -311,7 +311,14 @@ impl Holds {
                 }
             }
         }
-        let failures = self.installed.sync(policies).await;
+        // Kinds still wanted whose controller is not running (at start, or not served yet): their holds
+        // from an earlier run stay.
+        let pending_groups = wanted
+            .iter()
+            .filter(|kind| !running.contains_key(*kind))
+            .map(|kind| group_name(&kind.group).to_owned())
+            .collect();
+        let failures = self.installed.sync(policies, &pending_groups).await;
         self.failing = !failures.is_empty();
         for (policy, problem) in failures {
             match kinds_by_policy.get(&policy) {
@@ -363,6 +370,13 @@ fn versions_of(checks: &CheckSet, kind: &GatedKind) -> Vec<String> {
 
 /// Starts and stops controllers as the set of gated kinds changes, until `shutdown` turns true.
 pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch::Receiver<bool>) {
+    // Until the check ConfigMaps are listed and loaded no kind looks wanted: starting now would remove an
+    // earlier run's admission holds, and a restart or a new leader would leave the kinds unheld meanwhile.
+    let mut synced = shared.checks_synced.clone();
+    tokio::select! {
+        _ = synced.wait_for(|synced| *synced) => {}
+        _ = shutdown.wait_for(|stopping| *stopping) => return,
+    }
     let checks = shared.gate.checks().clone();
     let mut changes = checks.subscribe();
     let mut running: BTreeMap<GatedKind, Running> = BTreeMap::new();

@@ -187,6 +187,7 @@ impl Operator {
             Some(ring) => Some(membership::join(client.clone(), ring, metrics.clone()).await?),
             None => None,
         };
+        let checks_synced = synced.clone();
         let ready = match &membership {
             Some(membership) => ready_when_both(synced, membership.ring.clone()),
             None => synced,
@@ -263,6 +264,7 @@ impl Operator {
                 .unwrap_or_else(|| "all-namespaces".to_owned()),
             watch_selector: config.watch_selector.clone(),
             shard,
+            checks_synced,
         });
         let lead = tokio::spawn(lead(
             shared,

@@ -281,6 +281,7 @@ mod tests {
             installation: "ns".into(),
             watch_selector: None,
             shard: None,
+            checks_synced: tokio::sync::watch::channel(true).1,
         });
         Arc::new(KindContext {
             shared,

@@ -588,6 +588,31 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
     })
     .await;
 
+    // 9. A restart (or a new leader) keeps the holds in place: none is deleted and made again while the
+    // new process starts its controllers.
+    let uids = || async {
+        let mut uids = Vec::new();
+        for name in [deployments_hold, jobs_hold, "preflight-hold.cronjobs.batch"] {
+            for path in [policy(name), binding(name)] {
+                let object = as_someone_else(&client, Method::GET, &path, None).await;
+                uids.push(object.unwrap()["metadata"]["uid"].clone());
+            }
+        }
+        uids
+    };
+    let before_restart = uids().await;
+    operator.stop().await;
+    let mut config = operator_config(&namespace);
+    config.hold_at_admission = true;
+    let operator = start_operator(&service_account, config).await;
+    post(&deployments, &deployment("after-restart", json!({}), None)).await;
+    wait_preflight(&dynamic_deployments, "after-restart", "False").await;
+    assert_eq!(
+        uids().await,
+        before_restart,
+        "the same policies and bindings across a restart"
+    );
+
     operator.stop().await;
     // The policies stay while the operator is away (nothing rolls out unchecked); the test removes them.
     for name in [deployments_hold, jobs_hold, "preflight-hold.cronjobs.batch"] {
