@@ -319,6 +319,9 @@ struct Installed {
     policy_version: Option<String>,
     /// The binding's resourceVersion after the apply.
     binding_version: Option<String>,
+    /// The checks namespace of another installation that applied its own hold over this one: reported, and
+    /// looked at again at every sync until it is gone.
+    taken_over_by: Option<String>,
 }
 
 impl Installed {
@@ -327,6 +330,7 @@ impl Installed {
         hold: None,
         policy_version: None,
         binding_version: None,
+        taken_over_by: None,
     };
 
     fn version(&self, object: HoldObject) -> Option<&str> {
@@ -366,6 +370,7 @@ impl Found {
             hold: Some(hold),
             policy_version: self.policy_version.clone(),
             binding_version: self.binding_version.clone(),
+            taken_over_by: None,
         }
     }
 }
@@ -377,6 +382,8 @@ enum Tampering {
     Deleted,
     /// These field managers own fields of it.
     ChangedBy(Vec<String>),
+    /// Another installation (its checks in this namespace) applied its own over it.
+    TakenOver(String),
 }
 
 impl std::fmt::Display for Tampering {
@@ -384,6 +391,9 @@ impl std::fmt::Display for Tampering {
         match self {
             Self::Deleted => formatter.write_str("deleted"),
             Self::ChangedBy(managers) => write!(formatter, "changed by {}", managers.join(", ")),
+            Self::TakenOver(other) => {
+                write!(formatter, "taken over by the installation in {other}")
+            }
         }
     }
 }
@@ -531,11 +541,34 @@ impl AdmissionHolds {
             let unchanged = previous.hold.as_ref() == Some(&hold);
             // `None`: not listed by this sync; `Some(None)`: listed, and not there.
             let listed = found.as_ref().map(|found| found.get(&name));
+            let taken_over = previous.taken_over_by.is_some();
             let tampered = match listed {
+                None if unchanged && taken_over => Some(self.absent(&name).await),
                 None => None,
+                Some(None) if unchanged => Some(self.absent(&name).await),
                 Some(None) => Some(Tampering::Deleted),
                 Some(Some(listed)) => listed.tampering(),
             };
+            if let (true, Some(Tampering::TakenOver(other))) = (unchanged, tampered.clone()) {
+                // Putting it back would start a tug of war with the other installation: it is reported.
+                problems.push((
+                    name.clone(),
+                    format!(
+                        "another installation of preflight (its checks in namespace {other}) holds the \
+                         same kind at admission, with the same policy, and took it over; it is left to \
+                         that one: gate the kind from one installation"
+                    ),
+                ));
+                let taken_over_by = Some(other);
+                kept.insert(
+                    name,
+                    Installed {
+                        taken_over_by,
+                        ..previous
+                    },
+                );
+                continue;
+            }
             if unchanged && tampered.is_none() {
                 // As this operator (or another replica of it) left it: nothing to put back.
                 let current = match listed.flatten() {
@@ -693,6 +726,19 @@ impl AdmissionHolds {
         Ok(found)
     }
 
+    /// Why a hold is not among this installation's: deleted, or taken over by another installation (its
+    /// policy labelled with another checks namespace).
+    async fn absent(&self, name: &str) -> Tampering {
+        let owner = match self.policies.get_metadata_opt(name).await {
+            Ok(Some(policy)) => policy.labels().get(INSTALLATION_LABEL).cloned(),
+            Ok(None) | Err(_) => None,
+        };
+        match owner {
+            Some(other) if other != self.installation => Tampering::TakenOver(other),
+            _ => Tampering::Deleted,
+        }
+    }
+
     /// The label selector of this installation's policies and bindings.
     fn label_selector(&self) -> String {
         format!(
@@ -717,6 +763,7 @@ impl AdmissionHolds {
             hold: Some(hold.clone()),
             policy_version: policy.resource_version(),
             binding_version: binding.resource_version(),
+            taken_over_by: None,
         })
     }
 
@@ -877,6 +924,14 @@ mod tests {
         )
     }
 
+    fn not_found() -> Response<Body> {
+        respond(
+            StatusCode::NOT_FOUND,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                "message": "not found", "code": 404}),
+        )
+    }
+
     fn empty_list() -> Response<Body> {
         respond(
             StatusCode::OK,
@@ -996,7 +1051,7 @@ mod tests {
         let switch = PauseSwitch::parse("field:spec.paused=true").unwrap();
         let hold = hold_policy(&deployments(), &switch, None, "ops").unwrap();
         let listed = [empty_list(), empty_list()];
-        let server = serve_install(handle, hold.name.clone(), listed, ["1", "2"]);
+        let server = serve_install(handle, hold.name.clone(), listed, None, ["1", "2"]);
         assert!(
             holds
                 .sync(vec![hold.clone()], NONE_PENDING)
@@ -1008,16 +1063,22 @@ mod tests {
 
     /// Answers the requests of a sync that installs hold `name`: its list of policies and of bindings with
     /// `listed`, its two applies with an object at `versions`.
+    /// `looked_up` answers the read of the policy by name that a recheck sends when the list lacks it.
     fn serve_install(
         mut handle: Handle,
         name: String,
         listed: [Response<Body>; 2],
+        looked_up: Option<Response<Body>>,
         versions: [&'static str; 2],
     ) -> tokio::task::JoinHandle<Handle> {
         tokio::spawn(async move {
             let [policies, bindings] = listed;
             answer(&mut handle, Method::GET, POLICIES, policies).await;
             answer(&mut handle, Method::GET, BINDINGS, bindings).await;
+            if let Some(looked_up) = looked_up {
+                let path = format!("{POLICIES}/{name}");
+                answer(&mut handle, Method::GET, &path, looked_up).await;
+            }
             for (api, version) in [(POLICIES, versions[0]), (BINDINGS, versions[1])] {
                 let path = format!("{api}/{name}");
                 answer(&mut handle, Method::PATCH, &path, applied(&name, version)).await;
@@ -1114,7 +1175,13 @@ mod tests {
             name: hold.name.clone(),
         }));
         let listed = [empty_list(), empty_list()];
-        let server = serve_install(handle, hold.name.clone(), listed, ["5", "2"]);
+        let server = serve_install(
+            handle,
+            hold.name.clone(),
+            listed,
+            Some(not_found()),
+            ["5", "2"],
+        );
         assert!(
             holds
                 .sync(vec![hold.clone()], NONE_PENDING)
@@ -1219,7 +1286,7 @@ mod tests {
             listed(&name, "9", &["preflight", "kubectl-edit"]),
             listed(&name, "2", &["preflight"]),
         ];
-        let server = serve_install(handle, name, edited, ["10", "2"]);
+        let server = serve_install(handle, name, edited, None, ["10", "2"]);
         assert!(holds.sync(vec![hold], NONE_PENDING).await.is_empty());
         server.await.unwrap();
     }
@@ -1274,6 +1341,62 @@ mod tests {
         });
         let applied_over = holds.sync(vec![hold], NONE_PENDING).await;
         assert!(applied_over.is_empty());
+        server.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_hold_another_installation_took_over_is_reported_not_fought_for() {
+        let (mut holds, hold, mut handle) = installed_holds().await;
+        let name = hold.name.clone();
+        // The other installation's apply moved the labels: to this one's watch, its hold is gone.
+        assert!(holds.notice(PolicyEvent::Gone {
+            object: HoldObject::Policy,
+            name: name.clone(),
+        }));
+        let server = tokio::spawn(async move {
+            answer(&mut handle, Method::GET, POLICIES, empty_list()).await;
+            answer(&mut handle, Method::GET, BINDINGS, empty_list()).await;
+            let theirs = respond(
+                StatusCode::OK,
+                json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                    "metadata": {"name": name, "resourceVersion": "8",
+                        "labels": {INSTALLATION_LABEL: "team-b"}}}),
+            );
+            answer(
+                &mut handle,
+                Method::GET,
+                &format!("{POLICIES}/{name}"),
+                theirs,
+            )
+            .await;
+            handle
+        });
+        let recheck = tokio::time::timeout(
+            std::time::Duration::from_millis(500),
+            holds.sync(vec![hold.clone()], NONE_PENDING),
+        );
+        let problems = recheck.await.expect("nothing applied over theirs");
+        let handle = server.await.unwrap();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].1.contains("namespace team-b")
+                && problems[0]
+                    .1
+                    .contains("gate the kind from one installation"),
+            "{problems:?}"
+        );
+        // Every later sync looks again; once the other installation's hold is gone, this one's is applied.
+        let name = hold.name.clone();
+        let server = tokio::spawn(async move {
+            let mut handle = handle;
+            let path = format!("{POLICIES}/{name}");
+            answer(&mut handle, Method::GET, &path, not_found()).await;
+            for api in [POLICIES, BINDINGS] {
+                let path = format!("{api}/{name}");
+                answer(&mut handle, Method::PATCH, &path, applied(&name, "9")).await;
+            }
+        });
+        assert!(holds.sync(vec![hold], NONE_PENDING).await.is_empty());
         server.await.unwrap();
     }
 }
