@@ -37,7 +37,6 @@ use tracing::{Instrument, info, info_span, warn};
 const QUICK_RETRY: Duration = Duration::from_millis(250);
 /// How many quick lookups follow a CRD becoming established.
 const QUICK_RETRIES: u32 = 8;
-
 /// Runs the controller of one kind until `stop` fires.
 async fn run_kind(context: Arc<KindContext>, stop: oneshot::Receiver<()>) {
     let client = context.shared.client.clone();
