@@ -439,6 +439,8 @@ pub(crate) struct AdmissionHolds {
     not_before: Option<Instant>,
     /// The names seen so far by a list in progress, by object type.
     listing: HashMap<HoldObject, BTreeSet<String>>,
+    /// The holds put back since [`Self::take_put_back`] was last called, with what was done to them.
+    put_back: Vec<(String, String)>,
 }
 
 impl AdmissionHolds {
@@ -466,6 +468,7 @@ impl AdmissionHolds {
             recheck: false,
             not_before: None,
             listing: HashMap::new(),
+            put_back: Vec::new(),
         }
     }
 
@@ -586,6 +589,10 @@ impl AdmissionHolds {
                                 policy = %name, change = %tampering,
                                 "admission hold deleted or changed by someone else; put back"
                             );
+                            let note = format!(
+                                "admission policy {name} was {tampering} while the operator ran; put back"
+                            );
+                            self.put_back.push((name.clone(), note));
                             self.not_before = Some(Instant::now() + RECHECK_PAUSE);
                         }
                         _ => info!(policy = %name, "admission hold installed"),
@@ -599,6 +606,12 @@ impl AdmissionHolds {
         }
         self.installed = Some(kept);
         problems
+    }
+
+    /// The holds the syncs since the last call put back, each with a sentence that says what had been
+    /// done to it (to report where the kind's checks are).
+    pub fn take_put_back(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.put_back)
     }
 
     /// When the holds are due to be checked against the API server ([`Self::sync`] then does it), if the
@@ -1189,6 +1202,17 @@ mod tests {
                 .is_empty()
         );
         let _handle = server.await.unwrap();
+        assert_eq!(
+            holds.take_put_back(),
+            vec![(
+                hold.name.clone(),
+                format!(
+                    "admission policy {} was deleted while the operator ran; put back",
+                    hold.name
+                )
+            )]
+        );
+        assert!(holds.take_put_back().is_empty(), "each is reported once");
         assert!(
             !holds.notice(PolicyEvent::Present {
                 object: HoldObject::Policy,

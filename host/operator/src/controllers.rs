@@ -332,6 +332,11 @@ impl Holds {
                 None => tracing::debug!(%policy, %problem, "admission hold"),
             }
         }
+        for (policy, note) in self.installed.take_put_back() {
+            if let Some(kind) = kinds_by_policy.get(&policy) {
+                warn_on_checks_of(shared, checks, kind, "AdmissionHoldRestored", &note).await;
+            }
+        }
         self.reported.retain(|kind, _| problems.contains_key(kind));
         for (kind, problem) in problems {
             if self.reported.get(&kind) == Some(&problem) {

@@ -587,6 +587,21 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
         (answer.ok()?["spec"]["failurePolicy"] == "Ignore").then_some(())
     })
     .await;
+    // Said where the kinds' checks are.
+    event_noting(
+        &client,
+        &namespace,
+        "AdmissionHoldRestored",
+        &format!("admission policy {deployments_hold} was deleted while the operator ran"),
+    )
+    .await;
+    event_noting(
+        &client,
+        &namespace,
+        "AdmissionHoldRestored",
+        &format!("admission policy {jobs_hold} was changed by someone-else"),
+    )
+    .await;
 
     // 9. A restart (or a new leader) keeps the holds in place: none is deleted and made again while the
     // new process starts its controllers.
