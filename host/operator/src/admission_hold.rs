@@ -309,16 +309,37 @@ pub(crate) enum PolicyEvent {
     Gone { object: HoldObject, name: String },
 }
 
+/// The resourceVersions of a hold's policy and binding (`None`: not there, or not known).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Versions {
+    policy: Option<String>,
+    binding: Option<String>,
+}
+
+impl Versions {
+    fn of(&self, object: HoldObject) -> Option<&str> {
+        match object {
+            HoldObject::Policy => self.policy.as_deref(),
+            HoldObject::Binding => self.binding.as_deref(),
+        }
+    }
+
+    fn set(&mut self, object: HoldObject, version: Option<String>) {
+        match object {
+            HoldObject::Policy => self.policy = version,
+            HoldObject::Binding => self.binding = version,
+        }
+    }
+}
+
 /// A hold as this operator last applied it, and the resourceVersions the API server answered with: a
 /// version seen later that differs means someone else changed or deleted it.
 #[derive(Debug, Clone, PartialEq)]
 struct Installed {
     /// What was applied; `None` for an earlier run's leftover (its content unknown: applied again if wanted).
     hold: Option<HoldPolicy>,
-    /// The policy's resourceVersion after the apply.
-    policy_version: Option<String>,
-    /// The binding's resourceVersion after the apply.
-    binding_version: Option<String>,
+    /// The versions after the apply (or as last listed).
+    versions: Versions,
     /// The checks namespace of another installation that applied its own hold over this one: reported, and
     /// looked at again at every sync until it is gone.
     taken_over_by: Option<String>,
@@ -328,26 +349,19 @@ impl Installed {
     /// An earlier run's leftover: nothing known of it.
     const UNKNOWN: Self = Self {
         hold: None,
-        policy_version: None,
-        binding_version: None,
+        versions: Versions {
+            policy: None,
+            binding: None,
+        },
         taken_over_by: None,
     };
-
-    fn version(&self, object: HoldObject) -> Option<&str> {
-        match object {
-            HoldObject::Policy => self.policy_version.as_deref(),
-            HoldObject::Binding => self.binding_version.as_deref(),
-        }
-    }
 }
 
 /// One hold as the API server has it, listed.
 #[derive(Debug, Clone, Default)]
 struct Found {
-    /// The policy's resourceVersion; `None` when there is no policy.
-    policy_version: Option<String>,
-    /// The binding's resourceVersion; `None` when there is no binding.
-    binding_version: Option<String>,
+    /// The versions listed; `None` for an object that is not there.
+    versions: Versions,
     /// The field managers other than this operator's that own fields of either.
     others: BTreeSet<String>,
 }
@@ -355,7 +369,7 @@ struct Found {
 impl Found {
     /// How someone else changed it, if they did: half of it deleted, or fields written by another manager.
     fn tampering(&self) -> Option<Tampering> {
-        if self.policy_version.is_none() || self.binding_version.is_none() {
+        if self.versions.policy.is_none() || self.versions.binding.is_none() {
             Some(Tampering::Deleted)
         } else if self.others.is_empty() {
             None
@@ -368,8 +382,7 @@ impl Found {
     fn as_installed(&self, hold: HoldPolicy) -> Installed {
         Installed {
             hold: Some(hold),
-            policy_version: self.policy_version.clone(),
-            binding_version: self.binding_version.clone(),
+            versions: self.versions.clone(),
             taken_over_by: None,
         }
     }
@@ -643,7 +656,7 @@ impl AdmissionHolds {
             } => {
                 let ours = installed
                     .get(&name)
-                    .is_some_and(|known| known.version(object) == Some(version.as_str()));
+                    .is_some_and(|known| known.versions.of(object) == Some(version.as_str()));
                 if let Some(seen) = self.listing.get_mut(&object) {
                     seen.insert(name);
                 }
@@ -722,11 +735,7 @@ impl AdmissionHolds {
         ] {
             for item in api.list_metadata(&selector).await?.items {
                 let entry = found.entry(item.name_any()).or_default();
-                let version = item.resource_version();
-                match object {
-                    HoldObject::Policy => entry.policy_version = version,
-                    HoldObject::Binding => entry.binding_version = version,
-                }
+                entry.versions.set(object, item.resource_version());
                 let managers = item
                     .managed_fields()
                     .iter()
@@ -774,8 +783,10 @@ impl AdmissionHolds {
             .await?;
         Ok(Installed {
             hold: Some(hold.clone()),
-            policy_version: policy.resource_version(),
-            binding_version: binding.resource_version(),
+            versions: Versions {
+                policy: policy.resource_version(),
+                binding: binding.resource_version(),
+            },
             taken_over_by: None,
         })
     }
