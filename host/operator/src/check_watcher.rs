@@ -36,7 +36,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use preflight_engine::{Digest, Engine, Limits};
+use preflight_engine::{Digest, Engine, FailureKind, Limits};
 use preflight_oci::SignaturePolicy;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -225,11 +225,19 @@ pub(crate) async fn prepare(
     let validated = engine
         .validate_config(&check.check, &check.settings.config, &check.settings.limits)
         .await;
-    validated.map_err(|failure| {
-        check.rejection(
+    validated.map_err(|failure| match failure.kind {
+        FailureKind::InvalidConfig => check.rejection(
             RejectionCause::Configuration,
             format!("the check rejects its configuration: {}", failure.message),
-        )
+        ),
+        kind => check.rejection(
+            RejectionCause::Validation,
+            format!(
+                "the check could not validate its configuration ({}): {}",
+                kind.as_str(),
+                failure.message
+            ),
+        ),
     })?;
     Ok(check)
 }
@@ -577,8 +585,8 @@ enum LoadOutcome {
     /// the same way, so only a change loads it again (of the ConfigMap, or of one of its parts).
     Final,
     /// Something outside the ConfigMap failed that may pass by itself (a registry's refusal; a pull
-    /// secret, key or credentials Secret missing; parts that could not be listed): loaded again after a
-    /// backoff ([`load_retry_delay`]), like the kubelet's image pulls.
+    /// secret, key or credentials Secret missing; parts that could not be listed; a validation that gave no
+    /// verdict): loaded again after a backoff ([`load_retry_delay`]), like the kubelet's image pulls.
     MayPass,
     /// The host could not finish loading it: the next relist loads it again.
     Unfinished,
@@ -590,7 +598,7 @@ impl LoadOutcome {
     fn of(rejected: Option<RejectionCause>, fetch_may_pass: bool) -> Self {
         match rejected {
             _ if fetch_may_pass => Self::MayPass,
-            Some(RejectionCause::Grant) => Self::MayPass,
+            Some(RejectionCause::Grant | RejectionCause::Validation) => Self::MayPass,
             Some(RejectionCause::Host) => Self::Unfinished,
             _ => Self::Final,
         }
@@ -805,7 +813,9 @@ mod tests {
     #[test]
     fn only_loads_that_may_end_otherwise_are_tried_again() {
         use LoadOutcome::{Final, MayPass, Unfinished};
-        use RejectionCause::{Component, ConfigMap, Configuration, Grant, Host, Signature};
+        use RejectionCause::{
+            Component, ConfigMap, Configuration, Grant, Host, Signature, Validation,
+        };
         let compile = Component(preflight_engine::ComponentProblem::Compile);
         let table = [
             (None, false, Final),
@@ -814,6 +824,7 @@ mod tests {
             (Some(ConfigMap), true, MayPass),
             (Some(compile), false, Final),
             (Some(Configuration), false, Final),
+            (Some(Validation), false, MayPass),
             (Some(Signature), false, Final),
             (Some(Signature), true, MayPass),
             (Some(Grant), false, MayPass),

@@ -256,6 +256,9 @@ pub enum RejectionCause {
     Grant,
     /// The check's `validate-config` refused its configuration.
     Configuration,
+    /// The check's `validate-config` gave no verdict: it ran out of time or memory, or trapped. Unlike a
+    /// refusal this may pass (a validation starved of CPU on a busy node), so the version is loaded again.
+    Validation,
     /// The component lacks a signature the signature policy asks for (or the keys cannot be read): it is
     /// refused before it is compiled.
     Signature,
@@ -265,13 +268,14 @@ pub enum RejectionCause {
 
 impl RejectionCause {
     /// The metric label: `config-map`, `encoding`, `compile`, `contract`, `imports`, `reads-section`,
-    /// `grant`, `configuration`, `signature` or `host`.
+    /// `grant`, `configuration`, `validation`, `signature` or `host`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ConfigMap => "config-map",
             Self::Component(problem) => problem.as_str(),
             Self::Grant => "grant",
             Self::Configuration => "configuration",
+            Self::Validation => "validation",
             Self::Signature => "signature",
             Self::Host => "host",
         }

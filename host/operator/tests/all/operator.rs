@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 const TEAM_LABEL: (&str, &str) = ("config", r#"{"labels": ["team"]}"#);
 const PANIC: (&str, &str) = ("config", r#"{"mode": "panic"}"#);
 
-/// The first Event in `namespace` with `reason`, waiting for it.
+/// Deletes check ConfigMap `name` of the scenario.
 async fn delete_check(scenario: &Scenario, name: &str) {
     Api::<ConfigMap>::namespaced(scenario.client.clone(), &scenario.namespace)
         .delete(name, &DeleteParams::default())
@@ -92,6 +92,44 @@ async fn a_block_without_requeue_waits_for_the_object_to_change() {
     s.label("api", "team", "payments").await;
     s.wait("api", "True", "RequiredMetadataPresent").await;
     assert_eq!(evaluations(&operator, &check).await, 2);
+    operator.stop().await;
+    s.remove().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validation_that_ran_out_of_time_is_tried_again_by_itself() {
+    let s = Scenario::new("slowvalid", "Job", "misbehave").await;
+    // The check's validation computes until the clock passes this instant, as one starved of CPU on a
+    // busy node runs out of time: the first load (within 5 s of the start) times out, the load 5 s after it validates.
+    let validates_after = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 6;
+    let config = format!(r#"{{"mode": "behave", "validates_after": {validates_after}}}"#);
+    s.put("slow", &[("config", &config), ("timeout", "1s")])
+        .await;
+    s.create("nightly", &[]).await;
+    let operator = s.operator().await;
+
+    let rejected = event(&s.client, &s.namespace, "CheckRejected").await;
+    let note = rejected.note.unwrap_or_default();
+    assert!(
+        note.contains("the check could not validate its configuration (timeout)"),
+        "{note}"
+    );
+    assert!(
+        note.ends_with("loaded again by itself (after 5 s, doubling up to 300 s)"),
+        "{note}"
+    );
+    let check = s.check("slow");
+    let labels = [("check", check.as_str()), ("cause", "validation")];
+    assert_eq!(
+        metric(&operator, "preflight_check_load_failures_total", &labels).await,
+        1.0
+    );
+    // Nobody touched the ConfigMap: the version is loaded again by itself and serves.
+    s.wait("nightly", "True", "Behaved").await;
     operator.stop().await;
     s.remove().await;
 }

@@ -22,6 +22,28 @@ pub struct Config {
     lookup: Vec<String>,
     /// Size of the message of `huge-result`, in bytes (10 MiB when absent).
     bytes: Option<usize>,
+    /// Any mode: the configuration's validation computes without end while the clock reads earlier than
+    /// this (seconds since the epoch), as a validation starved of CPU would run out of time, then accepts.
+    validates_after: Option<u64>,
+}
+
+/// Validates a configuration: see [`Config::validates_after`]. The host stops the wall clock at the start
+/// of a validation, so the loop ends only when the host cuts it off.
+pub fn validate(config: &Config) -> Result<(), String> {
+    if let Some(after) = config.validates_after {
+        while seconds_since_epoch() < after {
+            black_box(config);
+        }
+    }
+    Ok(())
+}
+
+/// What the guest's wall clock says, in whole seconds since the epoch.
+fn seconds_since_epoch() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
 }
 
 /// Gets the object `[apiVersion, kind, namespace, name]` names.
@@ -63,12 +85,7 @@ pub fn check(request: Request<serde_json::Value, Config>) -> Outcome {
             panic!("the quota table is corrupt")
         }
         // What the guest's wall clock says, in seconds since the epoch.
-        "clock" => {
-            let now = SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default();
-            Outcome::proceed().because("Clock", now.as_secs().to_string())
-        }
+        "clock" => Outcome::proceed().because("Clock", seconds_since_epoch().to_string()),
         "log-flood" => {
             for line in 0..20_000 {
                 preflight_guest::info(&format!("line {line} of a flood"));
@@ -208,4 +225,4 @@ fn recurse(depth: u64) -> u64 {
     }
 }
 
-preflight_guest::check!(check);
+preflight_guest::check!(check, validate = validate);
