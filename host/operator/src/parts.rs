@@ -138,6 +138,7 @@ const PACK_LEVEL: i32 = 9;
 /// `max_part_bytes`, else the parts followed by the check ConfigMap (apply them in this order). The
 /// check ConfigMap pins the component's sha256 either way.
 pub fn pack(package: &Package<'_>) -> Result<Vec<ConfigMap>, String> {
+    refuse_invalid_names(package.name, package.namespace)?;
     if package.component.len() > MAX_COMPONENT_BYTES {
         return Err(format!(
             "the component is {} bytes; the operator accepts at most {MAX_COMPONENT_BYTES}",
@@ -178,6 +179,14 @@ pub fn pack(package: &Package<'_>) -> Result<Vec<ConfigMap>, String> {
         )]));
         return Ok(vec![main]);
     }
+    if package.name.len() > MAX_LABEL_VALUE {
+        return Err(format!(
+            "the check ships in {count} parts, which name it in a label, and label values are at most \
+             {MAX_LABEL_VALUE} characters: --name `{}` has {}",
+            package.name,
+            package.name.len()
+        ));
+    }
     let version = digest[..16].to_owned();
     let mut config_maps: Vec<ConfigMap> = compressed
         .chunks(part_bytes)
@@ -205,4 +214,100 @@ pub fn pack(package: &Package<'_>) -> Result<Vec<ConfigMap>, String> {
     main_data.insert(PARTS_KEY.to_owned(), count.to_string());
     config_maps.push(config_map(package.name.to_owned(), gates, main_data));
     Ok(config_maps)
+}
+
+/// The longest name of an object the API server accepts (a DNS subdomain).
+const MAX_NAME: usize = 253;
+/// The longest namespace name, and label value, the API server accepts.
+const MAX_LABEL_VALUE: usize = 63;
+
+/// Refuses, naming the rule, a ConfigMap name that is no DNS subdomain name (lowercase letters, digits,
+/// `-` and `.`, starting and ending with a letter or digit, at most 253 characters) or a namespace that
+/// is no DNS label (the same without `.`, at most 63), which `kubectl apply` would refuse.
+fn refuse_invalid_names(name: &str, namespace: &str) -> Result<(), String> {
+    let rule = |what: &str, value: &str, dots: bool, max: usize| {
+        let allowed = |c: char| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (dots && c == '.')
+        };
+        let ends =
+            |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        let valid = value.len() <= max
+            && value.chars().all(allowed)
+            && ends(value.chars().next())
+            && ends(value.chars().last());
+        match valid {
+            true => Ok(()),
+            false => Err(format!(
+                "{what} `{value}` is not a valid Kubernetes name: lowercase letters, digits{}, starting and \
+                 ending with a letter or digit, at most {max} characters",
+                if dots { ", `-` and `.`" } else { " and `-`" }
+            )),
+        }
+    };
+    rule("--name", name, true, MAX_NAME)?;
+    rule("--namespace", namespace, false, MAX_LABEL_VALUE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_the_api_server_would_refuse_are_refused() {
+        let table = [
+            ("deps", "preflight-system", true),
+            ("deps.v2", "team-a", true),
+            ("a", "b", true),
+            (&"d".repeat(253)[..], "ns", true),
+            (&"d".repeat(254)[..], "ns", false),
+            ("Deps", "ns", false),
+            ("deps_v2", "ns", false),
+            ("-deps", "ns", false),
+            ("deps.", "ns", false),
+            ("", "ns", false),
+            ("deps", "team.a", false),
+            ("deps", &"n".repeat(64)[..], false),
+            ("deps", "", false),
+        ];
+        for (name, namespace, valid) in table {
+            assert_eq!(
+                refuse_invalid_names(name, namespace).is_ok(),
+                valid,
+                "{name} in {namespace}: {:?}",
+                refuse_invalid_names(name, namespace)
+            );
+        }
+    }
+
+    #[test]
+    fn a_check_in_parts_needs_a_name_that_fits_a_label_value() {
+        // Bytes that do not compress: 4 KiB make a few parts of 1 KiB.
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let component: Vec<u8> = (0..4096)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let pack_as = |name: &str, max_part_bytes| {
+            pack(&Package {
+                component: &component,
+                name,
+                namespace: "preflight-system",
+                gates: "App.apps.example.com",
+                data: BTreeMap::new(),
+                max_part_bytes,
+            })
+        };
+        let (long, fits) = ("d".repeat(64), "d".repeat(63));
+        assert_eq!(pack_as(&long, 1 << 20).unwrap().len(), 1);
+        let refused = pack_as(&long, 1024).unwrap_err();
+        assert!(
+            refused.contains("label values are at most 63 characters"),
+            "{refused}"
+        );
+        assert!(pack_as(&fits, 1024).unwrap().len() > 2);
+    }
 }

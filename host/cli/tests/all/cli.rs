@@ -642,6 +642,23 @@ fn pack_writes_one_config_map_or_parts_and_refuses_what_the_operator_would_rejec
         assert_eq!(preflight(&args), (2, String::new()), "--set {setting}");
     }
 
+    // A name kubectl would refuse is refused here, before anything is written.
+    let badly_named = [
+        "pack",
+        check,
+        "--name",
+        "Deps_v2",
+        "--gates",
+        "App.apps.example.com",
+    ];
+    let (status, refused) = preflight_with_stderr(&badly_named);
+    assert_eq!(status, 2, "{refused}");
+    assert!(
+        refused.contains("--name `Deps_v2` is not a valid Kubernetes name"),
+        "{refused}"
+    );
+    assert_eq!(preflight(&badly_named), (2, String::new()));
+
     let not_a_check = std::env::temp_dir().join(format!("not-a-check-{}.wasm", std::process::id()));
     std::fs::write(&not_a_check, b"hello").unwrap();
     let (status, _) = preflight(&[
