@@ -31,6 +31,7 @@ use crate::api_answer::api_answer;
 use crate::field_managers::FIELD_MANAGER;
 use crate::pause::{HELD_AT_ADMISSION_ANNOTATION, PauseSwitch, SwitchTarget};
 use crate::vocabulary::ObjectSelector;
+use crate::watch_failures;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
@@ -281,6 +282,43 @@ pub(crate) fn hold_policy(
         policy,
         binding,
     })
+}
+
+/// How a failure of the watch of the holds is said ([`WatchReports::failed`]).
+#[derive(Debug, PartialEq, Eq)]
+enum WatchReport {
+    /// The API server expired the watch (410 Gone, as after it restarts): listed again at once, routine.
+    Expired,
+    /// A failure not said yet for this object (no access, no API server): at warn, once.
+    New,
+    /// The same failure again, at each backoff step: at debug.
+    Again,
+}
+
+/// The failures of the watch of each object type of the holds, so that each is said once at warn, and its
+/// end once at info, whatever the backoff's pace.
+#[derive(Debug, Default)]
+struct WatchReports {
+    failing: HashMap<HoldObject, String>,
+}
+
+impl WatchReports {
+    /// Records a failure of the watch of `object`, and says how to report it.
+    fn failed(&mut self, object: HoldObject, failure: &watcher::Error) -> WatchReport {
+        if watch_failures::is_expired(failure) {
+            return WatchReport::Expired;
+        }
+        let problem = failure.to_string();
+        match self.failing.insert(object, problem.clone()) {
+            Some(earlier) if earlier == problem => WatchReport::Again,
+            _ => WatchReport::New,
+        }
+    }
+
+    /// Records that the watch of `object` works; true when it had failed.
+    fn succeeded(&mut self, object: HoldObject) -> bool {
+        self.failing.remove(&object).is_some()
+    }
 }
 
 /// One of the two objects a hold is made of.
@@ -675,7 +713,9 @@ impl AdmissionHolds {
     /// Watches this installation's policies and bindings (their metadata only, filtered by label on the
     /// server) and sends what it sees to `events`, for [`Self::notice`], until the receiver goes. Needs
     /// `watch` on both; without it, or while the watch fails, a hold deleted or changed by someone else is
-    /// put back only when its kind's checks change: said once at warn, with the API server's answer.
+    /// put back only when its kind's checks change: said once at warn, with the API server's answer, and
+    /// its end at info (the first list after it puts back what changed meanwhile). A watch the API server
+    /// expired is listed again at once: said at info.
     pub fn watch_installed(
         &self,
         events: mpsc::Sender<PolicyEvent>,
@@ -692,24 +732,31 @@ impl AdmissionHolds {
         )
         .boxed();
         async move {
-            let mut failing: HashMap<HoldObject, String> = HashMap::new();
+            let mut reports = WatchReports::default();
             while let Some((object, event)) = seen.next().await {
                 let event = match event {
                     Ok(event) => {
-                        failing.remove(&object);
+                        if reports.succeeded(object) {
+                            info!(?object, "watching the admission holds again");
+                        }
                         event
                     }
                     Err(failure) => {
-                        let problem = failure.to_string();
-                        if failing.get(&object) == Some(&problem) {
-                            tracing::debug!(%problem, ?object, "cannot watch the admission holds");
-                        } else {
-                            warn!(
-                                %problem, ?object,
-                                "cannot watch the admission holds: one deleted or changed by someone \
-                                 else is put back only when its kind's checks change"
-                            );
-                            failing.insert(object, problem);
+                        match reports.failed(object, &failure) {
+                            WatchReport::Expired => info!(
+                                problem = %failure, ?object,
+                                "watching the admission holds: the API server expired the watch; \
+                                 listing again"
+                            ),
+                            WatchReport::New => warn!(
+                                problem = %failure, ?object,
+                                "cannot watch the admission holds (tried again after a backoff): until a \
+                                 watch succeeds, one deleted or changed by someone else is put back only \
+                                 when its kind's checks change"
+                            ),
+                            WatchReport::Again => {
+                                tracing::debug!(problem = %failure, ?object, "cannot watch the admission holds")
+                            }
                         }
                         continue;
                     }
@@ -826,6 +873,49 @@ mod tests {
             .to_owned()
     }
 
+    #[test]
+    fn a_failing_watch_of_the_holds_is_said_once_and_an_expired_one_is_routine() {
+        let status = |code: u16| {
+            watcher::Error::WatchError(Box::new(
+                kube::core::Status::failure(&format!("failed with {code}"), "Reason")
+                    .with_code(code),
+            ))
+        };
+        let mut reports = WatchReports::default();
+        assert_eq!(
+            reports.failed(HoldObject::Policy, &status(410)),
+            WatchReport::Expired
+        );
+        assert!(
+            !reports.succeeded(HoldObject::Policy),
+            "an expired watch did not fail"
+        );
+        assert_eq!(
+            reports.failed(HoldObject::Policy, &status(403)),
+            WatchReport::New
+        );
+        assert_eq!(
+            reports.failed(HoldObject::Policy, &status(403)),
+            WatchReport::Again
+        );
+        assert_eq!(
+            reports.failed(HoldObject::Binding, &status(403)),
+            WatchReport::New
+        );
+        assert_eq!(
+            reports.failed(HoldObject::Policy, &status(500)),
+            WatchReport::New
+        );
+        assert!(reports.succeeded(HoldObject::Policy));
+        assert!(
+            !reports.succeeded(HoldObject::Policy),
+            "its end is said once"
+        );
+        assert_eq!(
+            reports.failed(HoldObject::Policy, &status(500)),
+            WatchReport::New
+        );
+    }
     #[test]
     fn each_switch_gets_the_cel_that_sets_it() {
         let cases = [

@@ -16,7 +16,7 @@ pub(crate) fn report(failure: &watcher::Error, watching: &str) {
 }
 
 /// Whether the API server expired the watch (410 Gone), which the watcher answers by listing again.
-fn is_expired(failure: &watcher::Error) -> bool {
+pub(crate) fn is_expired(failure: &watcher::Error) -> bool {
     matches!(failure, watcher::Error::WatchError(status) if status.code == 410)
 }
 
