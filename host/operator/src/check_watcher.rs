@@ -161,17 +161,14 @@ impl CheckWatcher {
 }
 
 impl CheckWatcher {
-    /// The part ConfigMaps of a check shipped in parts (none for a check in one ConfigMap), and whether
-    /// they could be listed: when they cannot, there are none, the check is rejected for its missing parts
-    /// (or served from its kept copy), and it is loaded again after a backoff.
-    async fn parts_of(&self, config_map: &ConfigMap) -> (Vec<ConfigMap>, bool) {
-        match parts_of(&self.client, config_map).await {
-            Ok(parts) => (parts, true),
-            Err(error) => {
-                error!(check = %check_name(config_map), %error, "listing the check's parts");
-                (Vec::new(), false)
-            }
-        }
+    /// The part ConfigMaps of a check shipped in parts (none for a check in one ConfigMap), or why they
+    /// could not be listed: then the check is rejected for its missing parts, saying why they are missing
+    /// (or served from its kept copy), and loaded again after a backoff.
+    async fn parts_of(&self, config_map: &ConfigMap) -> Result<Vec<ConfigMap>, String> {
+        parts_of(&self.client, config_map).await.map_err(|error| {
+            error!(check = %check_name(config_map), %error, "listing the check's parts");
+            error.to_string()
+        })
     }
 
     async fn prepare(&self, check: LoadedCheck) -> Result<LoadedCheck, Rejection> {
@@ -330,7 +327,8 @@ impl Loader {
             let engine = loader.watcher.engine.clone();
             let defaults = loader.watcher.default_limits;
             let kept = loader.watcher.kept.clone();
-            let (parts, parts_listed) = loader.watcher.parts_of(&config_map).await;
+            let parts = loader.watcher.parts_of(&config_map).await;
+            let parts_listed = parts.is_ok();
             let version = config_map.clone();
             // Decompressing and compiling are CPU-heavy: off the async workers.
             let loaded = tokio::task::spawn_blocking(move || {
@@ -615,10 +613,11 @@ enum Consequence {
     KeptCopyServes(preflight_engine::Digest),
 }
 
-/// What was fetched for a check ConfigMap before it is parsed: its parts, or its component pulled from a
-/// registry, and the signatures it must carry (or why its keys cannot be read).
+/// What was fetched for a check ConfigMap before it is parsed: its parts (or why they could not be listed),
+/// or its component pulled from a registry, and the signatures it must carry (or why its keys cannot be
+/// read).
 struct Delivered {
-    parts: Vec<ConfigMap>,
+    parts: Result<Vec<ConfigMap>, String>,
     pulled: Option<PulledComponent>,
     policy: Result<SignaturePolicy, String>,
 }
@@ -641,7 +640,18 @@ fn load_version(
     let signed = |source: &CheckSource, config_map: &ConfigMap| {
         verify(source, config_map, &delivered.policy, unsigned.clone())
     };
-    match check_source::with_pulled(config_map, &delivered.parts, pulled, defaults) {
+    let parts = delivered.parts.as_deref().unwrap_or_default();
+    let read =
+        check_source::with_pulled(config_map, parts, pulled, defaults).map_err(|mut rejection| {
+            if let Err(error) = &delivered.parts {
+                rejection.problem = format!(
+                    "{} (its parts could not be listed: {error})",
+                    rejection.problem
+                );
+            }
+            rejection
+        });
+    match read {
         Ok(source) if fallback.is_some() => {
             signed(&source, config_map)?;
             LoadedCheck::load(engine, source).map(|check| (check, fallback))
@@ -808,6 +818,54 @@ mod tests {
         }
         assert!(checks_listed, "the checks are listed once the parts are");
         drop(run);
+    }
+
+    #[test]
+    fn parts_that_could_not_be_listed_are_reported_as_such_not_only_as_missing() {
+        let engine = Engine::new(EngineConfig {
+            max_concurrent_evaluations: 1,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        let mut config_map = ConfigMap::default();
+        config_map.metadata.name = Some("deps".into());
+        config_map.metadata.namespace = Some("ops".into());
+        config_map.metadata.labels = Some(
+            [(
+                "preflight.dev/gates".to_owned(),
+                "App.apps.example.com".to_owned(),
+            )]
+            .into(),
+        );
+        config_map.data = Some(
+            [
+                ("parts".to_owned(), "2".to_owned()),
+                ("sha256".to_owned(), "ab".repeat(32)),
+            ]
+            .into(),
+        );
+        let load = |parts| {
+            let delivered = Delivered {
+                parts,
+                pulled: None,
+                policy: Ok(SignaturePolicy::default()),
+            };
+            match load_version(&engine, &config_map, delivered, &Limits::default(), None) {
+                Ok(_) => panic!("loaded with no part there"),
+                Err(rejection) => rejection.problem,
+            }
+        };
+        let unlisted = load(Err("configmaps is forbidden".into()));
+        assert!(
+            unlisted.contains("part 1 of 2")
+                && unlisted.ends_with("(its parts could not be listed: configmaps is forbidden)"),
+            "{unlisted}"
+        );
+        let missing = load(Ok(Vec::new()));
+        assert!(
+            missing.contains("part 1 of 2") && !missing.contains("could not be listed"),
+            "{missing}"
+        );
     }
 
     #[test]
