@@ -93,6 +93,8 @@ pub enum GateEntry {
         mode: CheckMode,
         /// Its selector, as far as it could be read.
         selector: Option<ObjectSelector>,
+        /// Its pause switch, as far as it could be read.
+        pause: Option<PauseSwitch>,
         /// What is wrong.
         problem: String,
     },
@@ -245,6 +247,7 @@ impl CheckSet {
                         failure_policy: rejection.failure_policy,
                         mode: rejection.mode,
                         selector: rejection.selector.clone(),
+                        pause: rejection.pause.as_deref().cloned(),
                         problem: rejection.problem.clone(),
                     },
                     (None, None) => return None,
@@ -312,26 +315,40 @@ fn same_version(a: &LoadedCheck, b: &LoadedCheck) -> bool {
     a.digest() == b.digest() && a.settings == b.settings && a.stand_in_note == b.stand_in_note
 }
 
-/// The switch the usable enforced checks among `entries` (one kind's) agree on: `Ok(None)` when none sets
-/// one, an error naming the disagreement when they differ. A monitored check's switch counts only once it
-/// is enforced: monitoring never pauses anything, not even at admission.
+/// The switch the enforced checks among `entries` (one kind's) agree on: `Ok(None)` when none sets one, an
+/// error naming the disagreement when they differ. A check with no usable version counts with the switch
+/// its ConfigMap names, since it still holds objects (`failurePolicy: Fail`): after a restart that lost
+/// its last good version, its objects stay paused. A monitored check's switch counts only once it is
+/// enforced: monitoring never pauses anything, not even at admission.
 pub(crate) fn switch_of(entries: &[GateEntry]) -> Result<Option<PauseSwitch>, String> {
     agreed(entries.iter().filter_map(|entry| match entry {
         GateEntry::Ready(check) if check.settings.mode == CheckMode::Enforce => {
             Some((check.settings.name.as_str(), check.settings.pause.as_ref()))
         }
+        GateEntry::Unavailable {
+            name,
+            mode: CheckMode::Enforce,
+            pause,
+            ..
+        } => Some((name.as_str(), pause.as_ref())),
         GateEntry::Ready(_) | GateEntry::Unavailable { .. } => None,
     }))
 }
 
-/// The selector covering every object the usable enforced checks among `entries` gate: `Some` when they
-/// all have the same selector, `None` when one gates every object (or they differ: the admission policy
-/// then holds every object, and the operator releases those no check selects at once).
+/// The selector covering every object the enforced checks among `entries` gate (with or without a usable
+/// version, as [`switch_of`]): `Some` when they all have the same selector, `None` when one gates every
+/// object (or they differ: the admission policy then holds every object, and the operator releases those
+/// no check selects at once).
 pub(crate) fn selector_of(entries: &[GateEntry]) -> Option<ObjectSelector> {
     common_selector(entries.iter().filter_map(|entry| match entry {
         GateEntry::Ready(check) if check.settings.mode == CheckMode::Enforce => {
             Some(check.settings.selector.as_ref())
         }
+        GateEntry::Unavailable {
+            mode: CheckMode::Enforce,
+            selector,
+            ..
+        } => Some(selector.as_ref()),
         GateEntry::Ready(_) | GateEntry::Unavailable { .. } => None,
     }))
 }
@@ -377,6 +394,32 @@ mod tests {
             "memoryLimit 1.0 GiB is above the largest the operator gives a check (its --max-memory, here 128.0 MiB)"
         );
         assert!(LoadedCheck::load(&engine, source(128 << 20)).is_ok());
+    }
+
+    #[test]
+    fn a_check_without_a_usable_version_names_the_switch_and_selector_of_its_config_map() {
+        let suspend = PauseSwitch::parse("field:spec.suspend=true").unwrap();
+        let paused = PauseSwitch::parse("annotation:example.com/paused=true").unwrap();
+        let staging = ObjectSelector::parse("matchLabels: {env: staging}").unwrap();
+        let unavailable = |name: &str, mode, pause: &PauseSwitch| GateEntry::Unavailable {
+            name: name.to_owned(),
+            failure_policy: FailurePolicy::Fail,
+            mode,
+            selector: Some(staging.clone()),
+            pause: Some(pause.clone()),
+            problem: "timeout `forever` is not a duration between 1ms and 1m".to_owned(),
+        };
+        let broken = [unavailable("ops/broken", CheckMode::Enforce, &suspend)];
+        assert_eq!(switch_of(&broken), Ok(Some(suspend.clone())));
+        assert_eq!(selector_of(&broken), Some(staging.clone()));
+        let monitored = [unavailable("ops/watched", CheckMode::Monitor, &suspend)];
+        assert_eq!(switch_of(&monitored), Ok(None), "monitoring pauses nothing");
+        assert_eq!(selector_of(&monitored), None);
+        let disagreeing = [
+            unavailable("ops/broken", CheckMode::Enforce, &suspend),
+            unavailable("ops/other", CheckMode::Enforce, &paused),
+        ];
+        assert!(switch_of(&disagreeing).is_err());
     }
 
     #[test]

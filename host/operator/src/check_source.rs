@@ -233,6 +233,7 @@ pub(crate) fn with_pulled(
             failure_policy,
             mode,
             selector,
+            pause: pause.map(Box::new),
             problem: problems.join("; "),
             cause: RejectionCause::ConfigMap,
         }),

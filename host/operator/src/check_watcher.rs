@@ -347,6 +347,7 @@ impl Loader {
                     failure_policy: Default::default(),
                     mode: Default::default(),
                     selector: None,
+                    pause: None,
                     problem: format!("compilation did not finish: {join_error}"),
                     cause: RejectionCause::Host,
                 })

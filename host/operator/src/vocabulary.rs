@@ -138,6 +138,7 @@ impl CheckSettings {
             failure_policy: self.failure_policy,
             mode: self.mode,
             selector: self.selector.clone(),
+            pause: self.pause.clone().map(Box::new),
             problem,
             cause,
         }
@@ -238,6 +239,10 @@ pub struct Rejection {
     pub mode: CheckMode,
     /// The selector, when the ConfigMap gives a valid one: a broken staged check holds only its stage.
     pub selector: Option<ObjectSelector>,
+    /// The pause switch, when the ConfigMap gives a valid one: a broken check that holds its objects
+    /// (`failurePolicy: Fail`) keeps their controller paused, also after a restart that lost its last good
+    /// version. Boxed: a rejection travels in `Result`s, which stay small.
+    pub pause: Option<Box<PauseSwitch>>,
     /// Every problem found, for humans.
     pub problem: String,
     /// What was wrong, for code and metrics.

@@ -25,6 +25,7 @@ fn broken(gates: Option<GatedKind>) -> Rejection {
         failure_policy: FailurePolicy::Ignore,
         mode: CheckMode::Enforce,
         selector: None,
+        pause: None,
         problem: "invalid check component: not a WebAssembly binary".into(),
         cause: RejectionCause::Component(ComponentProblem::Encoding),
     }

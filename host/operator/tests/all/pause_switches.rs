@@ -25,6 +25,31 @@ async fn flux_like_kind(client: &Client, namespace: &str) -> TestKind {
     install_kind_with_schema(client, namespace, "Repo", true, schema).await
 }
 
+/// The switch of [`flux_like_kind`].
+const SUSPEND: (&str, &str) = ("pause", "field:spec.suspend=true");
+
+/// A fresh namespace (named after `prefix`) with a [`flux_like_kind`] gated by check ConfigMap `meta`
+/// (required-metadata asking for a `team` label, switch [`SUSPEND`]) and object `podinfo` (`spec.url:
+/// x`), which lacks the label.
+async fn unlabelled_repo(prefix: &str) -> (Client, String, TestKind) {
+    let client = preflight_kube_harness::admin_client().await;
+    let namespace = preflight_kube_harness::test_namespace(&client, prefix).await;
+    let kind = flux_like_kind(&client, &namespace).await;
+    let meta = preflight_test_support::check_bytes("required-metadata");
+    let data = [TEAM_LABEL, SUSPEND];
+    put_check(&client, &namespace, "meta", &kind.gates(), &meta, &data).await;
+    create_object(
+        &client,
+        &kind,
+        &namespace,
+        "podinfo",
+        json!({"url": "x"}),
+        &[],
+    )
+    .await;
+    (client, namespace, kind)
+}
+
 async fn get(api: &Api<DynamicObject>, name: &str) -> DynamicObject {
     api.get(name).await.unwrap()
 }
@@ -38,29 +63,7 @@ fn managed_by_us(object: &DynamicObject) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_field_switch_is_set_while_held_and_withdrawn_on_proceed_keeping_a_human_s() {
-    let client = preflight_kube_harness::admin_client().await;
-    let namespace = preflight_kube_harness::test_namespace(&client, "suspend").await;
-    let kind = flux_like_kind(&client, &namespace).await;
-    let meta = preflight_test_support::check_bytes("required-metadata");
-    let pause = ("pause", "field:spec.suspend=true");
-    put_check(
-        &client,
-        &namespace,
-        "meta",
-        &kind.gates(),
-        &meta,
-        &[TEAM_LABEL, pause],
-    )
-    .await;
-    create_object(
-        &client,
-        &kind,
-        &namespace,
-        "podinfo",
-        json!({"url": "x"}),
-        &[],
-    )
-    .await;
+    let (client, namespace, kind) = unlabelled_repo("suspend").await;
     // A human suspended this one before preflight ever looked at it.
     create_object(
         &client,
@@ -309,4 +312,53 @@ async fn a_switch_held_elsewhere_is_reported_once_and_tried_again_only_when_its_
     assert!(managed_by_us(&paused));
     operator.stop().await;
     kind.remove(&client).await;
+}
+
+/// A check holds an object by its switch; its ConfigMap is then broken (the last good version serves) and
+/// the operator restarts, losing that version. The broken check still holds the object (`failurePolicy:
+/// Fail`), so the switch its ConfigMap names stays set: withdrawing it would let the object's controller
+/// run while its condition says held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_check_keeps_its_objects_paused_across_a_restart() {
+    let (client, namespace, kind) = unlabelled_repo("brokenpause").await;
+    let operator = start_operator(&client, operator_config(&namespace)).await;
+    let api = kind.api(&client, &namespace);
+    let suspended = || async {
+        (get(&api, "podinfo").await.data["spec"]["suspend"] == json!(true)).then_some(())
+    };
+    eventually("spec.suspend to be set", SOON, suspended).await;
+    operator.stop().await;
+
+    let broken = [TEAM_LABEL, SUSPEND, ("timeout", "forever")];
+    let meta = preflight_test_support::check_bytes("required-metadata");
+    put_check(&client, &namespace, "meta", &kind.gates(), &meta, &broken).await;
+    let operator = start_operator(&client, operator_config(&namespace)).await;
+    let held = wait_for_condition(
+        &client,
+        &kind,
+        &namespace,
+        "podinfo",
+        "False",
+        "InvalidCheck",
+        SOON,
+    )
+    .await;
+    assert!(
+        held.message.contains("timeout `forever`"),
+        "{}",
+        held.message
+    );
+    // The pause is synced right after the condition: give a withdrawal every chance to show.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let object = get(&api, "podinfo").await;
+    assert_eq!(
+        object.data["spec"]["suspend"],
+        json!(true),
+        "the broken check's switch was withdrawn while it holds the object"
+    );
+    assert!(
+        managed_by_us(&object),
+        "still owned by preflight's field manager"
+    );
+    operator.stop().await;
 }
