@@ -916,6 +916,7 @@ mod tests {
             WatchReport::New
         );
     }
+
     #[test]
     fn each_switch_gets_the_cel_that_sets_it() {
         let cases = [
