@@ -36,6 +36,9 @@ pub struct Shared {
     /// This installation, as the admission policies it installs are labelled: the namespace of its check
     /// ConfigMaps, or `all-namespaces`.
     pub installation: String,
+    /// Where the record of the kinds this installation gates is kept ([`crate::gated_record`]): the
+    /// namespace of its check ConfigMaps, or of its Lease; `None` keeps none.
+    pub record_namespace: Option<String>,
     /// The label selector that limits which objects of the gated kinds this replica watches and gates
     /// (static sharding); `None` watches them all.
     pub watch_selector: Option<String>,

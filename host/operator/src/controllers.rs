@@ -9,6 +9,7 @@ use crate::api_answer::api_answer;
 use crate::check_set::{CheckSet, GateEntry, KindSwitch, selector_of, switch_of};
 use crate::condition::{ConditionType, Placement, existing_condition};
 use crate::context::{KindContext, Shared};
+use crate::gated_record::GatedRecord;
 use crate::kind::GatedKind;
 use crate::pause::{self, ReportedConflicts};
 use crate::reconcile::{error_policy, reconcile};
@@ -383,6 +384,8 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
     }
     let checks = shared.gate.checks().clone();
     let mut changes = checks.subscribe();
+    let mut record = GatedRecord::new(&shared.client, shared.record_namespace.as_deref());
+    let mut earlier = Some(record.earlier().await);
     let mut running: BTreeMap<GatedKind, Running> = BTreeMap::new();
     let mut unresolved: HashMap<GatedKind, String> = HashMap::new();
     let (crd_changes, mut crds) = mpsc::channel(64);
@@ -412,6 +415,11 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
         disagreements.retain(|kind, _| wanted.contains(kind));
         // A kind that goes stops being held at admission before its objects are released.
         holds.sync(&shared, &checks, &running, &wanted).await;
+        if let Some(earlier) = earlier.take() {
+            release_earlier(&shared, earlier.difference(&wanted)).await;
+        }
+        // Recorded before its controller starts; forgotten once its objects are released.
+        record.keep(gated(&wanted, &running)).await;
         for kind in running
             .keys()
             .filter(|kind| !wanted.contains(*kind))
@@ -423,6 +431,7 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
                 release(&shared, &kind, &controller.resource, controller.placement).await;
             }
         }
+        record.keep(gated(&wanted, &running)).await;
         crd_deleted.retain(|kind| running.contains_key(kind));
         restart.retain(|kind| running.contains_key(kind));
         // A kind whose CRD was created again is watched afresh as soon as discovery serves it; until then
@@ -591,6 +600,29 @@ async fn stop(kind: &GatedKind, controller: &mut Running, grace: Duration) {
         let _ = stop.send(());
     }
     crate::finish(&mut controller.task, grace).await;
+}
+
+/// The kinds to record as gated: those with checks, and those whose controller still runs.
+fn gated(
+    wanted: &BTreeSet<GatedKind>,
+    running: &BTreeMap<GatedKind, Running>,
+) -> BTreeSet<GatedKind> {
+    wanted.iter().chain(running.keys()).cloned().collect()
+}
+
+/// Releases the objects of `gone`, kinds an earlier run gated (as its record says) that no check gates any
+/// more: their last check went while no operator ran. A kind the server no longer serves has no objects
+/// left.
+async fn release_earlier(shared: &Shared, gone: impl Iterator<Item = &GatedKind>) {
+    for kind in gone {
+        match resolve(&shared.client, kind, &[]).await {
+            Ok((resource, placement)) => {
+                info!(%kind, "its last check went while no operator ran: releasing its objects");
+                release(shared, kind, &resource, placement).await;
+            }
+            Err(problem) => tracing::debug!(%kind, %problem, "an earlier run's kind is not served"),
+        }
+    }
 }
 
 /// The last check of a kind is gone: objects the gate held back may proceed; say so on each of them and

@@ -30,6 +30,7 @@ mod error;
 mod events;
 mod field_managers;
 mod gate;
+mod gated_record;
 mod http;
 mod kept_components;
 mod kind;
@@ -262,6 +263,12 @@ impl Operator {
                 .namespace
                 .clone()
                 .unwrap_or_else(|| "all-namespaces".to_owned()),
+            record_namespace: config
+                .checks
+                .namespace
+                .clone()
+                .or_else(|| Some(config.leader_election.as_ref()?.namespace.clone()))
+                .or_else(|| Some(config.shard_ring.as_ref()?.namespace.clone())),
             watch_selector: config.watch_selector.clone(),
             shard,
             checks_synced,

@@ -279,6 +279,7 @@ mod tests {
             stop_grace: Duration::from_secs(1),
             hold_at_admission: false,
             installation: "ns".into(),
+            record_namespace: None,
             watch_selector: None,
             shard: None,
             checks_synced: tokio::sync::watch::channel(true).1,

@@ -303,6 +303,7 @@ async fn built_in_controllers_are_held_at_admission_and_released_on_proceed() {
         &namespace,
         &[
             "deploy/base/rbac.yaml",
+            "deploy/base/gated-kinds.yaml",
             "deploy/examples/hold-built-in-kinds.yaml",
         ],
         |text| text,

@@ -635,7 +635,7 @@ async fn a_lookup_the_operators_rbac_cannot_serve_names_the_verb_and_resource_to
     s.remove().await;
 }
 
-/// Applies `deploy/base/rbac.yaml` into `namespace`, plus the ClusterRole a user adds to grant one gated kind
+/// Applies `deploy/base/rbac.yaml` (and the record it may patch) into `namespace`, plus the ClusterRole a user adds to grant one gated kind
 /// (`deploy/examples/grant-kind.yaml`), rewritten for the test's kind.
 async fn apply_deploy_rbac(client: &Client, namespace: &str, kind: &TestKind) {
     let plural = &kind.resource.plural;
@@ -647,7 +647,11 @@ async fn apply_deploy_rbac(client: &Client, namespace: &str, kind: &TestKind) {
     apply_manifests(
         client,
         namespace,
-        &["deploy/base/rbac.yaml", "deploy/examples/grant-kind.yaml"],
+        &[
+            "deploy/base/rbac.yaml",
+            "deploy/base/gated-kinds.yaml",
+            "deploy/examples/grant-kind.yaml",
+        ],
         for_kind,
     )
     .await;
@@ -663,6 +667,7 @@ async fn the_deploy_manifests_pass_server_side_validation() {
     let files = [
         "deploy/base/namespace.yaml",
         "deploy/base/rbac.yaml",
+        "deploy/base/gated-kinds.yaml",
         "deploy/base/deployment.yaml",
         "deploy/base/disruption-budget.yaml",
         "deploy/examples/crd.yaml",

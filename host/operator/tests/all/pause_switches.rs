@@ -4,7 +4,8 @@
 //! annotation; the real controllers are not needed.
 
 use crate::operator_support::*;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use preflight_kube_harness::eventually;
 use preflight_operator::PAUSE_FIELD_MANAGER;
@@ -360,5 +361,35 @@ async fn a_broken_check_keeps_its_objects_paused_across_a_restart() {
         managed_by_us(&object),
         "still owned by preflight's field manager"
     );
+    operator.stop().await;
+}
+
+/// A kind's last check is deleted while no operator runs (a GitOps prune during an upgrade): the next
+/// operator releases the objects the earlier one held, from the record of the kinds it gated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_whose_last_check_went_while_no_operator_ran_is_released_at_start() {
+    let (client, namespace, kind) = unlabelled_repo("orphan").await;
+    let operator = start_operator(&client, operator_config(&namespace)).await;
+    let api = kind.api(&client, &namespace);
+    let suspend = || async { get(&api, "podinfo").await.data["spec"]["suspend"].clone() };
+    eventually("spec.suspend to be set", SOON, || async {
+        (suspend().await == json!(true)).then_some(())
+    })
+    .await;
+    operator.stop().await;
+
+    Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+        .delete("meta", &DeleteParams::default())
+        .await
+        .unwrap();
+    let operator = start_operator(&client, operator_config(&namespace)).await;
+    wait_for_condition(
+        &client, &kind, &namespace, "podinfo", "True", "NoChecks", SOON,
+    )
+    .await;
+    eventually("spec.suspend to be withdrawn", SOON, || async {
+        suspend().await.is_null().then_some(())
+    })
+    .await;
     operator.stop().await;
 }
