@@ -38,21 +38,23 @@ impl GatedRecord {
         }
     }
 
-    /// The kinds an earlier run recorded (none when there is no record yet).
-    pub async fn earlier(&mut self) -> BTreeSet<GatedKind> {
+    /// The kinds an earlier run recorded (none when there is no record yet); `None` when the record cannot
+    /// be read: the caller writes it only once it has read it, so that nothing an earlier run recorded is
+    /// overwritten unread.
+    pub async fn earlier(&mut self) -> Option<BTreeSet<GatedKind>> {
         let Some(api) = &self.api else {
-            return BTreeSet::new();
+            return Some(BTreeSet::new());
         };
         match api.get_opt(RECORD_NAME).await {
             Ok(record) => {
                 let text = record
                     .and_then(|record| record.data?.remove(KINDS_KEY))
                     .unwrap_or_default();
-                parse(&text)
+                Some(parse(&text))
             }
             Err(error) => {
-                self.failed(format!("cannot read it: {error}"));
-                BTreeSet::new()
+                self.failed(format!("cannot read it (tried again): {error}"));
+                None
             }
         }
     }
