@@ -875,6 +875,7 @@ mod tests {
 
     #[test]
     fn a_failing_watch_of_the_holds_is_said_once_and_an_expired_one_is_routine() {
+        use HoldObject::{Binding, Policy};
         let status = |code: u16| {
             watcher::Error::WatchError(Box::new(
                 kube::core::Status::failure(&format!("failed with {code}"), "Reason")
@@ -882,39 +883,24 @@ mod tests {
             ))
         };
         let mut reports = WatchReports::default();
-        assert_eq!(
-            reports.failed(HoldObject::Policy, &status(410)),
-            WatchReport::Expired
-        );
-        assert!(
-            !reports.succeeded(HoldObject::Policy),
-            "an expired watch did not fail"
-        );
-        assert_eq!(
-            reports.failed(HoldObject::Policy, &status(403)),
-            WatchReport::New
-        );
-        assert_eq!(
-            reports.failed(HoldObject::Policy, &status(403)),
-            WatchReport::Again
-        );
-        assert_eq!(
-            reports.failed(HoldObject::Binding, &status(403)),
-            WatchReport::New
-        );
-        assert_eq!(
-            reports.failed(HoldObject::Policy, &status(500)),
-            WatchReport::New
-        );
-        assert!(reports.succeeded(HoldObject::Policy));
-        assert!(
-            !reports.succeeded(HoldObject::Policy),
-            "its end is said once"
-        );
-        assert_eq!(
-            reports.failed(HoldObject::Policy, &status(500)),
-            WatchReport::New
-        );
+        assert_eq!(reports.failed(Policy, &status(410)), WatchReport::Expired);
+        assert!(!reports.succeeded(Policy), "an expired watch did not fail");
+        let failures = [
+            (Policy, 403, WatchReport::New),
+            (Policy, 403, WatchReport::Again),
+            (Binding, 403, WatchReport::New),
+            (Policy, 500, WatchReport::New),
+        ];
+        for (object, code, report) in failures {
+            assert_eq!(
+                reports.failed(object, &status(code)),
+                report,
+                "{object:?} {code}"
+            );
+        }
+        assert!(reports.succeeded(Policy));
+        assert!(!reports.succeeded(Policy), "its end is said once");
+        assert_eq!(reports.failed(Policy, &status(500)), WatchReport::New);
     }
 
     #[test]

@@ -385,8 +385,6 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
     let checks = shared.gate.checks().clone();
     let mut changes = checks.subscribe();
     let mut record = GatedRecord::new(&shared.client, shared.record_namespace.as_deref());
-    // Whether the earlier run's record was read (and its gone kinds released): until then it is not written.
-    let mut record_read = false;
     let mut running: BTreeMap<GatedKind, Running> = BTreeMap::new();
     let mut unresolved: HashMap<GatedKind, String> = HashMap::new();
     let (crd_changes, mut crds) = mpsc::channel(64);
@@ -416,14 +414,11 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
         disagreements.retain(|kind, _| wanted.contains(kind));
         // A kind that goes stops being held at admission before its objects are released.
         holds.sync(&shared, &checks, &running, &wanted).await;
-        if !record_read && let Some(earlier) = record.earlier().await {
+        if let Some(earlier) = record.earlier().await {
             release_earlier(&shared, earlier.difference(&wanted)).await;
-            record_read = true;
         }
         // Recorded before its controller starts; forgotten once its objects are released.
-        if record_read {
-            record.keep(gated(&wanted, &running)).await;
-        }
+        record.keep(gated(&wanted, &running)).await;
         for kind in running
             .keys()
             .filter(|kind| !wanted.contains(*kind))
@@ -435,9 +430,7 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
                 release(&shared, &kind, &controller.resource, controller.placement).await;
             }
         }
-        if record_read {
-            record.keep(gated(&wanted, &running)).await;
-        }
+        record.keep(gated(&wanted, &running)).await;
         crd_deleted.retain(|kind| running.contains_key(kind));
         restart.retain(|kind| running.contains_key(kind));
         // A kind whose CRD was created again is watched afresh as soon as discovery serves it; until then
@@ -503,7 +496,7 @@ pub async fn supervise(shared: Arc<Shared>, retry: Duration, mut shutdown: watch
         tokio::pin!(sleep);
         let mut just_deleted = None;
         let retrying =
-            !unresolved.is_empty() || holds.failing || !restart.is_empty() || !record_read;
+            !unresolved.is_empty() || holds.failing || !restart.is_empty() || !record.is_read();
         let stopping = loop {
             let recheck_at = holds.installed.recheck_at();
             tokio::select! {

@@ -23,6 +23,9 @@ const KINDS_KEY: &str = "kinds";
 /// The record of one installation, as this operator last wrote it.
 pub(crate) struct GatedRecord {
     api: Option<Api<ConfigMap>>,
+    /// Whether the earlier run's record was read: until then nothing is written, so that nothing an
+    /// earlier run recorded is overwritten unread.
+    read: bool,
     written: Option<BTreeSet<GatedKind>>,
     failing: Option<String>,
 }
@@ -33,20 +36,25 @@ impl GatedRecord {
     pub fn new(client: &Client, namespace: Option<&str>) -> Self {
         Self {
             api: namespace.map(|namespace| Api::namespaced(client.clone(), namespace)),
+            read: false,
             written: None,
             failing: None,
         }
     }
 
-    /// The kinds an earlier run recorded (none when there is no record yet); `None` when the record cannot
-    /// be read: the caller writes it only once it has read it, so that nothing an earlier run recorded is
-    /// overwritten unread.
+    /// The kinds an earlier run recorded (none when there is no record yet), once: `None` after they were
+    /// read, and while the record cannot be read (each call tries again).
     pub async fn earlier(&mut self) -> Option<BTreeSet<GatedKind>> {
+        if self.read {
+            return None;
+        }
         let Some(api) = &self.api else {
+            self.read = true;
             return Some(BTreeSet::new());
         };
         match api.get_opt(RECORD_NAME).await {
             Ok(record) => {
+                self.read = true;
                 let text = record
                     .and_then(|record| record.data?.remove(KINDS_KEY))
                     .unwrap_or_default();
@@ -59,9 +67,15 @@ impl GatedRecord {
         }
     }
 
-    /// Records `kinds` (by server-side apply), unless they are what this operator last wrote.
+    /// Whether the earlier run's record was read ([`Self::earlier`]).
+    pub fn is_read(&self) -> bool {
+        self.read
+    }
+
+    /// Records `kinds` (by server-side apply), unless they are what this operator last wrote, or the
+    /// earlier run's record is still unread.
     pub async fn keep(&mut self, kinds: BTreeSet<GatedKind>) {
-        let Some(api) = &self.api else {
+        let Some(api) = self.api.as_ref().filter(|_| self.read) else {
             return;
         };
         if self.written.as_ref() == Some(&kinds) {
